@@ -1,0 +1,50 @@
+//! seatq: a seat-booking queue that lives in PostgreSQL.
+//!
+//! Producers enqueue booking requests (`hold`, `book`, `confirm`, `cancel`)
+//! into `seatq.requests`; `seatq-worker` processes claim them with
+//! `FOR UPDATE SKIP LOCKED`, allocate seats all-or-nothing and write the
+//! outcome back onto the request, in one short transaction.
+//!
+//! This crate is shared by producers and workers:
+//!
+//! - [`request`]: the request types and their validation;
+//! - [`outcome`]: results, error codes and request status;
+//! - [`sql`]: every SQL statement, by concern;
+//! - [`db`]: connecting, with zero-configuration start and migrations;
+//! - [`client`]: enqueue, wait for outcomes, stats, invariant checks.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), seatq::Error> {
+//! use seatq::{Client, Request, SeatRequest};
+//!
+//! let client = Client::connect(&seatq::db::database_url()).await?;
+//! let id = client.enqueue(Request::Hold(SeatRequest::new(1, 2, 3, "ann"))).await?;
+//! let outcome = client.wait(id, None).await?;
+//! println!("{:?}: {:?}", outcome.status, outcome.booking());
+//! # Ok(()) }
+//! ```
+
+pub mod client;
+pub mod db;
+mod error;
+pub mod outcome;
+pub mod request;
+pub mod sql;
+
+pub use client::{Client, NewRequest, Stats, Violation};
+pub use error::Error;
+pub use outcome::{BookingResult, ErrorCode, RequestRecord, SeatInfo, Status};
+pub use request::{BookingRef, Request, RequestError, SeatRequest};
+
+/// Log through `tracing` to stderr, filtered by `RUST_LOG` (default `info`),
+/// as text or JSON lines.
+pub fn init_tracing(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

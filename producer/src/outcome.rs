@@ -1,0 +1,147 @@
+//! What a finished request reports: the shared result and status types.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The `result` of a successful request: the booking as it now stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookingResult {
+    /// Booking id, to confirm or cancel with.
+    pub booking: i64,
+    pub event: i64,
+    pub customer: String,
+    /// `held`, `booked` or `cancelled`.
+    pub state: String,
+    /// The seats, in seat-number order.
+    pub seats: Vec<SeatInfo>,
+    /// Sum of the seats' prices.
+    pub total_cents: i64,
+    /// When an unconfirmed hold lapses; absent once booked or cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<DateTime<Utc>>,
+}
+
+/// One seat of a booking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SeatInfo {
+    pub seat: i32,
+    pub class: i16,
+    pub row: i32,
+    pub pos: i32,
+    pub price_cents: i32,
+}
+
+/// Stable error codes recorded in `seatq.requests.error_code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The kind is not hold, book, confirm or cancel.
+    UnknownKind,
+    /// The payload is malformed: missing, unknown or wrongly typed field, or a value out of range.
+    InvalidRequest,
+    /// No such event.
+    UnknownEvent,
+    /// A named seat does not exist on the event.
+    UnknownSeat,
+    /// Fewer seats of the class are free than the party needs (and `partial` was not set).
+    SoldOut,
+    /// A named seat is held or booked by someone else, or being taken right now.
+    SeatsTaken,
+    /// `together`: no row has enough adjacent free seats of the class.
+    NoAdjacentSeats,
+    /// No such booking.
+    BookingNotFound,
+    /// The booking belongs to another customer.
+    NotYourHold,
+    /// The hold lapsed before it was confirmed.
+    HoldExpired,
+    /// The booking was cancelled.
+    BookingCancelled,
+    /// Processing failed unexpectedly `max_attempts` times (status `dead`).
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::UnknownKind => "unknown_kind",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::UnknownEvent => "unknown_event",
+            ErrorCode::UnknownSeat => "unknown_seat",
+            ErrorCode::SoldOut => "sold_out",
+            ErrorCode::SeatsTaken => "seats_taken",
+            ErrorCode::NoAdjacentSeats => "no_adjacent_seats",
+            ErrorCode::BookingNotFound => "booking_not_found",
+            ErrorCode::NotYourHold => "not_your_hold",
+            ErrorCode::HoldExpired => "hold_expired",
+            ErrorCode::BookingCancelled => "booking_cancelled",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Waiting for a worker (or for a retry).
+    Queued,
+    Succeeded,
+    /// Rejected with an error code; final.
+    Failed,
+    /// Failed unexpectedly too many times; `seatq retry` can requeue it.
+    Dead,
+}
+
+impl Status {
+    /// Whether the request is finished.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Status::Queued)
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "queued" => Status::Queued,
+            "succeeded" => Status::Succeeded,
+            "failed" => Status::Failed,
+            "dead" => Status::Dead,
+            _ => return None,
+        })
+    }
+}
+
+/// A request row as a producer sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub id: i64,
+    pub kind: String,
+    pub payload: Value,
+    pub idempotency_key: Option<String>,
+    pub priority: i16,
+    pub status: Status,
+    pub attempts: i32,
+    pub contention_retries: i32,
+    pub run_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Present when succeeded: a [`BookingResult`].
+    pub result: Option<Value>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+}
+
+impl RequestRecord {
+    /// The typed result of a successful request.
+    pub fn booking(&self) -> Option<BookingResult> {
+        self.result.as_ref().and_then(|v| BookingResult::deserialize(v).ok())
+    }
+}

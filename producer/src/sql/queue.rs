@@ -1,0 +1,75 @@
+//! The request queue: enqueue, claim, record outcomes, read them back.
+
+/// Enqueue one request (idempotent on the key). Binds kind, payload, key, priority.
+pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4)";
+
+/// Enqueue many requests in one statement; returns their ids in input order.
+/// Binds arrays of kind, payload, key, priority.
+pub const ENQUEUE_MANY: &str = "
+SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority) AS id
+FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[]) WITH ORDINALITY AS t(kind, payload, key, priority, ord)
+ORDER BY t.ord";
+
+/// The columns of a request as a producer reads them.
+macro_rules! request_columns {
+    () => {
+        "id, kind, payload, idempotency_key, priority, status::text AS status, attempts,
+         contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message"
+    };
+}
+
+/// One request by id.
+pub const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seatq.requests WHERE id = $1");
+
+/// How many of these requests are still queued.
+pub const COUNT_UNFINISHED: &str =
+    "SELECT count(*) FROM seatq.requests WHERE id = ANY($1) AND status = 'queued'";
+
+/// Claim up to $1 due requests, best first, skipping those other workers hold.
+/// The row locks are the claim: they last until the batch commits, and vanish
+/// with the connection if the worker dies.
+pub const CLAIM_BATCH: &str = "
+SELECT id, kind, payload, attempts, max_attempts
+FROM seatq.requests
+WHERE status = 'queued' AND run_at <= now()
+ORDER BY priority DESC, run_at, id
+LIMIT $1
+FOR UPDATE SKIP LOCKED";
+
+/// Claim these requests again (a contention retry), if still queued and free.
+pub const CLAIM_BY_IDS: &str = "
+SELECT id, kind, payload, attempts, max_attempts
+FROM seatq.requests
+WHERE id = ANY($1) AND status = 'queued'
+ORDER BY priority DESC, run_at, id
+FOR UPDATE SKIP LOCKED";
+
+/// Write a batch's outcomes in one statement and wake the clients waiting on
+/// the finished ones. $1 is a JSON array of outcome objects.
+pub const RECORD_OUTCOMES: &str = "
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
+        id bigint, status text, result jsonb, error_code text, error_message text,
+        retry_in_ms bigint, contended int, failed_attempt boolean)
+), updated AS (
+    UPDATE seatq.requests r SET
+        status = o.status::seatq.request_status,
+        result = o.result,
+        error_code = o.error_code,
+        error_message = o.error_message,
+        attempts = r.attempts + CASE WHEN o.failed_attempt THEN 1 ELSE 0 END,
+        contention_retries = r.contention_retries + coalesce(o.contended, 0),
+        run_at = CASE WHEN o.retry_in_ms IS NULL THEN r.run_at
+                      ELSE now() + o.retry_in_ms * interval '1 millisecond' END,
+        started_at = coalesce(r.started_at, now()),
+        finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE clock_timestamp() END
+    FROM o
+    WHERE r.id = o.id
+    RETURNING r.id, r.status
+)
+SELECT pg_notify('seatq_done', id::text) FROM updated WHERE status <> 'queued'";
+
+/// The NOTIFY channel a finished request's id is sent on.
+pub const DONE_CHANNEL: &str = "seatq_done";
+/// The NOTIFY channel that tells workers new requests are waiting.
+pub const NEW_CHANNEL: &str = "seatq_new";

@@ -1,0 +1,314 @@
+//! Processing one request inside the batch transaction: the all-or-nothing,
+//! lock-what-you-can allocation (DESIGN.md rule 3) and owner-checked confirm
+//! and cancel. Every lock is taken with SKIP LOCKED or NOWAIT: a worker never
+//! waits on a row lock.
+
+use seatq::outcome::{BookingResult, ErrorCode, SeatInfo};
+use seatq::request::{BookingRef, Request, SeatRequest};
+use seatq::sql::{allocation, bookings};
+use sqlx::postgres::PgConnection;
+use sqlx::{Connection, Row};
+
+/// How many adjacent blocks a `together` request tries to lock before it
+/// counts as contended.
+const BLOCKS_TRIED: i64 = 16;
+
+/// What became of one request. The caller commits the request's savepoint
+/// for `Done` and rolls it back otherwise.
+#[derive(Debug)]
+pub enum Decision {
+    /// Seats changed as the result says.
+    Done(BookingResult),
+    /// A final answer with a stable error code.
+    Reject(ErrorCode, String),
+    /// Seats it needs are locked by in-flight transactions: try again later.
+    Contended,
+}
+
+/// Process one decoded request. `request_id` is recorded on a new booking.
+pub async fn process(conn: &mut PgConnection, request_id: i64, request: &Request) -> Result<Decision, sqlx::Error> {
+    match request {
+        Request::Hold(r) => take(conn, request_id, r, Some(r.hold_secs())).await,
+        Request::Book(r) => take(conn, request_id, r, None).await,
+        Request::Confirm(r) => confirm(conn, r).await,
+        Request::Cancel(r) => cancel(conn, r).await,
+    }
+}
+
+/// The seats a request managed to lock, or why it got none.
+enum Locked {
+    Seats(Vec<SeatInfo>),
+    No(Decision),
+}
+
+/// Hold (`hold_secs` set) or book seats.
+async fn take(
+    conn: &mut PgConnection,
+    request_id: i64,
+    r: &SeatRequest,
+    hold_secs: Option<u32>,
+) -> Result<Decision, sqlx::Error> {
+    let exists: bool = sqlx::query_scalar(allocation::EVENT_EXISTS).bind(r.event).fetch_one(&mut *conn).await?;
+    if !exists {
+        return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
+    }
+    let locked = if !r.seats.is_empty() {
+        lock_named(conn, r).await?
+    } else if r.together {
+        lock_together(conn, r).await?
+    } else {
+        lock_cheapest(conn, r).await?
+    };
+    let seats = match locked {
+        Locked::Seats(seats) => seats,
+        Locked::No(decision) => return Ok(decision),
+    };
+    let numbers: Vec<i32> = seats.iter().map(|s| s.seat).collect();
+    let total: i64 = seats.iter().map(|s| i64::from(s.price_cents)).sum();
+    let state = if hold_secs.is_some() { "held" } else { "booked" };
+    let row = sqlx::query(allocation::TAKE_SEATS)
+        .bind(r.event)
+        .bind(&r.customer)
+        .bind(state)
+        .bind(&numbers)
+        .bind(total)
+        .bind(hold_secs.map(|s| s as i32))
+        .bind(request_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let taken: i64 = row.try_get("taken")?;
+    if taken != numbers.len() as i64 {
+        // The seats were locked a moment ago; anything else is a bug, and the
+        // caller rolls the savepoint back and retries the request.
+        return Err(sqlx::Error::Protocol(format!("locked {} seats but changed {taken}", numbers.len())));
+    }
+    Ok(Decision::Done(BookingResult {
+        booking: row.try_get("id")?,
+        event: r.event,
+        customer: r.customer.clone(),
+        state: state.to_string(),
+        seats,
+        total_cents: total,
+        held_until: row.try_get("held_until")?,
+    }))
+}
+
+/// Cheapest first: lock the best free seats, skipping locked ones. Short, with
+/// other transactions holding some: contended. Short with nothing held
+/// elsewhere: genuinely sold out (or partial).
+async fn lock_cheapest(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, sqlx::Error> {
+    let party = i64::from(r.party_size());
+    let class = r.class.unwrap_or_default();
+    let seats: Vec<SeatInfo> = sqlx::query_as(allocation::LOCK_CHEAPEST)
+        .bind(r.event)
+        .bind(class)
+        .bind(party)
+        .fetch_all(&mut *conn)
+        .await?;
+    let got = seats.len() as i64;
+    if got == party {
+        return Ok(Locked::Seats(seats));
+    }
+    let free: i64 =
+        sqlx::query_scalar(allocation::COUNT_FREE).bind(r.event).bind(class).bind(party).fetch_one(&mut *conn).await?;
+    if free > got {
+        return Ok(Locked::No(Decision::Contended));
+    }
+    if r.partial && got > 0 {
+        return Ok(Locked::Seats(seats));
+    }
+    Ok(Locked::No(Decision::Reject(
+        ErrorCode::SoldOut,
+        format!("sold out: {got} seat(s) of class {class} left on event {}, {party} requested", r.event),
+    )))
+}
+
+/// Named seats: all of them, or `seats_taken` at once (NOWAIT).
+async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, sqlx::Error> {
+    let rows = match sqlx::query(allocation::LOCK_NAMED).bind(r.event).bind(&r.seats).fetch_all(&mut *conn).await {
+        Ok(rows) => rows,
+        Err(e) if is_lock_unavailable(&e) => {
+            return Ok(Locked::No(Decision::Reject(
+                ErrorCode::SeatsTaken,
+                format!("seat(s) {} are being taken by another booking", list(&r.seats)),
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut seats = Vec::with_capacity(rows.len());
+    let mut taken = Vec::new();
+    for row in &rows {
+        let seat = SeatInfo {
+            seat: row.try_get("seat")?,
+            class: row.try_get("class")?,
+            row: row.try_get("row")?,
+            pos: row.try_get("pos")?,
+            price_cents: row.try_get("price_cents")?,
+        };
+        if !row.try_get::<bool, _>("free")? {
+            taken.push(seat.seat);
+        }
+        seats.push(seat);
+    }
+    let unknown: Vec<i32> = r.seats.iter().copied().filter(|n| !seats.iter().any(|s| s.seat == *n)).collect();
+    if !unknown.is_empty() {
+        return Ok(Locked::No(Decision::Reject(
+            ErrorCode::UnknownSeat,
+            format!("event {} has no seat(s) {}", r.event, list(&unknown)),
+        )));
+    }
+    if !taken.is_empty() {
+        return Ok(Locked::No(Decision::Reject(ErrorCode::SeatsTaken, format!("seat(s) {} are taken", list(&taken)))));
+    }
+    Ok(Locked::Seats(seats))
+}
+
+/// Adjacent seats in one row: find blocks by committed state, then lock one
+/// block whole, giving back a partly locked block before trying the next.
+async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, sqlx::Error> {
+    let party = r.party_size() as i32;
+    let class = r.class.unwrap_or_default();
+    let blocks: Vec<Vec<i32>> = sqlx::query_scalar(allocation::ADJACENT_BLOCKS)
+        .bind(r.event)
+        .bind(class)
+        .bind(party)
+        .bind(BLOCKS_TRIED)
+        .fetch_all(&mut *conn)
+        .await?;
+    if blocks.is_empty() {
+        return Ok(Locked::No(Decision::Reject(
+            ErrorCode::NoAdjacentSeats,
+            format!("no row of event {} has {party} adjacent free seats of class {class}", r.event),
+        )));
+    }
+    for block in blocks {
+        let mut savepoint = conn.begin().await?;
+        let seats: Vec<SeatInfo> =
+            sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(r.event).bind(&block).fetch_all(&mut *savepoint).await?;
+        if seats.len() == block.len() {
+            savepoint.commit().await?;
+            return Ok(Locked::Seats(seats));
+        }
+        savepoint.rollback().await?;
+    }
+    Ok(Locked::No(Decision::Contended))
+}
+
+/// Loaded and locked booking row.
+struct Booking {
+    id: i64,
+    event: i64,
+    customer: String,
+    state: String,
+    seats: Vec<i32>,
+    total_cents: i64,
+    held_until: Option<chrono::DateTime<chrono::Utc>>,
+    lapsed: bool,
+}
+
+/// Lock the booking and check its owner. `Err(decision)` ends the request.
+async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Booking, Decision>, sqlx::Error> {
+    let row = match sqlx::query(bookings::LOCK_BOOKING).bind(r.booking).fetch_optional(&mut *conn).await {
+        Ok(row) => row,
+        Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
+        Err(e) => return Err(e),
+    };
+    let Some(row) = row else {
+        return Ok(Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {} does not exist", r.booking))));
+    };
+    let booking = Booking {
+        id: row.try_get("id")?,
+        event: row.try_get("event_id")?,
+        customer: row.try_get("customer")?,
+        state: row.try_get("state")?,
+        seats: row.try_get("seats")?,
+        total_cents: row.try_get("total_cents")?,
+        held_until: row.try_get("held_until")?,
+        lapsed: row.try_get("lapsed")?,
+    };
+    if booking.customer != r.customer {
+        return Ok(Err(Decision::Reject(
+            ErrorCode::NotYourHold,
+            format!("booking {} belongs to another customer", r.booking),
+        )));
+    }
+    if booking.state == "expired" || booking.lapsed {
+        let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
+        return Ok(Err(Decision::Reject(
+            ErrorCode::HoldExpired,
+            format!("the hold on booking {} lapsed{when}", r.booking),
+        )));
+    }
+    Ok(Ok(booking))
+}
+
+/// Lock the seats the booking owns in `state`; `None` if another transaction
+/// holds one of them. Fewer than the booking lists means the hold lapsed and
+/// someone else took a seat.
+async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Option<usize>, sqlx::Error> {
+    match sqlx::query(bookings::LOCK_BOOKING_SEATS).bind(b.id).bind(state).fetch_all(&mut *conn).await {
+        Ok(rows) => Ok(Some(rows.len())),
+        Err(e) if is_lock_unavailable(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, sqlx::Error> {
+    let b = match lock_owned(conn, r).await? {
+        Ok(b) => b,
+        Err(decision) => return Ok(decision),
+    };
+    match b.state.as_str() {
+        "booked" => return booking_result(conn, &b, "booked").await,
+        "cancelled" => {
+            return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
+        }
+        _ => {}
+    }
+    match lock_seats_of(conn, &b, "held").await? {
+        None => return Ok(Decision::Contended),
+        Some(n) if n != b.seats.len() => {
+            return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
+        }
+        Some(_) => {}
+    }
+    sqlx::query(bookings::CONFIRM).bind(b.id).execute(&mut *conn).await?;
+    booking_result(conn, &b, "booked").await
+}
+
+async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, sqlx::Error> {
+    let b = match lock_owned(conn, r).await? {
+        Ok(b) => b,
+        Err(decision) => return Ok(decision),
+    };
+    if b.state == "cancelled" {
+        return booking_result(conn, &b, "cancelled").await;
+    }
+    if lock_seats_of(conn, &b, &b.state).await?.is_none() {
+        return Ok(Decision::Contended);
+    }
+    sqlx::query(bookings::CANCEL).bind(b.id).execute(&mut *conn).await?;
+    booking_result(conn, &b, "cancelled").await
+}
+
+async fn booking_result(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Decision, sqlx::Error> {
+    let seats = sqlx::query_as(bookings::SEAT_DETAILS).bind(b.event).bind(&b.seats).fetch_all(&mut *conn).await?;
+    Ok(Decision::Done(BookingResult {
+        booking: b.id,
+        event: b.event,
+        customer: b.customer.clone(),
+        state: state.to_string(),
+        seats,
+        total_cents: b.total_cents,
+        held_until: None,
+    }))
+}
+
+/// SQLSTATE 55P03: a NOWAIT lock (or `lock_timeout`) found the row locked.
+pub fn is_lock_unavailable(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03")
+}
+
+fn list(seats: &[i32]) -> String {
+    seats.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,160 @@
+//! One batch: claim up to B requests, process each under its own savepoint,
+//! record every outcome, commit once. Seat changes and outcomes commit
+//! together, so a crash leaves neither; the claim is the row lock, so a dead
+//! worker's requests are free again the moment its connection goes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use seatq::outcome::ErrorCode;
+use seatq::request::Request;
+use seatq::sql::queue;
+use serde_json::{Value, json};
+use sqlx::{Acquire, PgPool};
+
+use crate::allocate::{self, Decision};
+use crate::retry::Jitter;
+
+/// Which requests a batch claims.
+pub enum Claim<'a> {
+    /// The next due requests, up to this many.
+    Next(i64),
+    /// These contended requests again (id → contention retries so far).
+    /// With `requeue`, any still contended go back to the queue for later.
+    Retry { ids: &'a HashMap<i64, i32>, requeue: Option<Duration> },
+}
+
+/// What a batch did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Requests claimed.
+    pub claimed: usize,
+    /// Requests given a terminal outcome.
+    pub finished: usize,
+    /// Requests put back in the queue (transient error or persistent contention).
+    pub requeued: usize,
+    /// Contended requests to retry after a backoff (id → retries so far).
+    pub contended: HashMap<i64, i32>,
+}
+
+/// A claimed request row.
+#[derive(sqlx::FromRow)]
+struct Claimed {
+    id: i64,
+    kind: String,
+    payload: Value,
+    attempts: i32,
+    max_attempts: i32,
+}
+
+/// Run one batch transaction.
+pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let rows: Vec<Claimed> = match &claim {
+        Claim::Next(limit) => sqlx::query_as(queue::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
+        Claim::Retry { ids, .. } => {
+            let ids: Vec<i64> = ids.keys().copied().collect();
+            sqlx::query_as(queue::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
+        }
+    };
+    let mut report = Report { claimed: rows.len(), ..Report::default() };
+    if rows.is_empty() {
+        tx.rollback().await?;
+        return Ok(report);
+    }
+    let mut outcomes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let retries = match &claim {
+            Claim::Retry { ids, .. } => ids.get(&row.id).copied().unwrap_or_default(),
+            Claim::Next(_) => 0,
+        };
+        let request = match Request::decode(&row.kind, &row.payload) {
+            Ok(request) => request,
+            Err(e) => {
+                outcomes.push(failed(row.id, e.code(), &e.to_string(), retries));
+                continue;
+            }
+        };
+        let mut savepoint = tx.begin().await?;
+        let result = allocate::process(&mut savepoint, row.id, &request).await;
+        let outcome = match result {
+            Ok(Decision::Done(booking)) => {
+                savepoint.commit().await?;
+                json!({"id": row.id, "status": "succeeded", "result": booking, "contended": retries})
+            }
+            Ok(Decision::Reject(code, message)) => {
+                savepoint.rollback().await?;
+                failed(row.id, code.as_str(), &message, retries)
+            }
+            Ok(Decision::Contended) => {
+                savepoint.rollback().await?;
+                match &claim {
+                    Claim::Retry { requeue: Some(delay), .. } => {
+                        tracing::debug!(request = row.id, "still contended; back to the queue");
+                        json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
+                               "contended": retries + 1})
+                    }
+                    _ => {
+                        report.contended.insert(row.id, retries + 1);
+                        continue;
+                    }
+                }
+            }
+            // The connection is gone or broken: the whole batch rolls back and
+            // its requests return to the queue untouched.
+            Err(e) if !is_statement_error(&e) => return Err(e),
+            Err(e) => {
+                savepoint.rollback().await?;
+                transient(&row, &e, retries)
+            }
+        };
+        outcomes.push(outcome);
+    }
+    for o in &outcomes {
+        if o["status"] == "queued" {
+            report.requeued += 1;
+        } else {
+            report.finished += 1;
+        }
+    }
+    if !outcomes.is_empty() {
+        sqlx::query(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(report)
+}
+
+fn failed(id: i64, code: &str, message: &str, retries: i32) -> Value {
+    json!({"id": id, "status": "failed", "error_code": code, "error_message": message, "contended": retries})
+}
+
+/// An unexpected error while processing one request: count the attempt, and
+/// retry after a backoff, or give up (`dead`) after `max_attempts`.
+fn transient(row: &Claimed, e: &sqlx::Error, retries: i32) -> Value {
+    let attempts = row.attempts + 1;
+    let message = format!("attempt {attempts} of {}: {e}", row.max_attempts);
+    if attempts >= row.max_attempts {
+        tracing::error!(request = row.id, error = %e, "request failed too often; marking it dead");
+        return json!({"id": row.id, "status": "dead", "error_code": ErrorCode::Internal.as_str(),
+                      "error_message": message, "failed_attempt": true, "contended": retries});
+    }
+    let delay = Jitter::nth(Duration::from_secs(1), Duration::from_secs(60), attempts as u32);
+    tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
+    json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
+           "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})
+}
+
+/// A database error raised by one statement (the transaction can roll back to
+/// the savepoint and go on), as opposed to a lost or broken connection.
+fn is_statement_error(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            // Class 08 (connection exception) and 57P0x (server shutting down,
+            // session terminated) end the session, not just the statement.
+            let code = d.code().unwrap_or_default();
+            !(code.starts_with("08") || code.starts_with("57P"))
+        }
+        sqlx::Error::Protocol(_) | sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => true,
+        _ => false,
+    }
+}

@@ -1,0 +1,55 @@
+//! seatq-worker: claims booking requests from `seatq.requests` and allocates
+//! seats.
+//!
+//! # Layout
+//!
+//! - [`worker`]: the process: batch loops, LISTEN wake-ups with a fallback
+//!   poll, the sweeper, graceful shutdown;
+//! - [`batch`]: one claim-process-record transaction;
+//! - [`allocate`]: one request's seat changes (all-or-nothing, never waiting
+//!   on a row lock);
+//! - [`sweeper`]: active expiry of lapsed holds;
+//! - [`retry`]: jittered exponential backoff.
+//!
+//! SQL lives in the shared `seatq` crate ([`seatq::sql`]).
+
+pub mod allocate;
+pub mod batch;
+pub mod retry;
+pub mod sweeper;
+pub mod worker;
+
+use std::time::Duration;
+
+pub use worker::Worker;
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Batch loops in this process; each uses one connection at a time.
+    pub concurrency: usize,
+    /// Requests claimed per transaction (one commit carries them all).
+    pub batch_size: i64,
+    /// How often an idle loop polls when no NOTIFY arrives.
+    pub poll_interval: Duration,
+    /// How often lapsed holds are swept; zero turns the sweeper off.
+    pub sweep_interval: Duration,
+    /// Retries of a contended request, after jittered backoffs, before it
+    /// goes back to the queue (at least 1).
+    pub contention_retries: u32,
+    /// How long a still-contended request waits in the queue.
+    pub requeue_delay: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            concurrency: 2,
+            batch_size: 50,
+            poll_interval: Duration::from_millis(500),
+            sweep_interval: Duration::from_secs(1),
+            contention_retries: 5,
+            requeue_delay: Duration::from_millis(200),
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! `seatq-worker`: run batch loops until SIGINT or SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use seatq_worker::{Config, Worker};
+use tokio_util::sync::CancellationToken;
+
+/// Claim seatq booking requests and allocate seats.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// PostgreSQL URL; the database is created and migrated if missing.
+    #[arg(long, env = "DATABASE_URL", default_value = seatq::db::DEFAULT_DATABASE_URL)]
+    database_url: String,
+    /// Batch loops (concurrent transactions) in this process.
+    #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2)]
+    concurrency: usize,
+    /// Requests claimed per transaction.
+    #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+    batch_size: i64,
+    /// Fallback poll interval in milliseconds (NOTIFY wakes workers sooner).
+    #[arg(long, env = "SEATQ_POLL_MS", default_value_t = 500)]
+    poll_ms: u64,
+    /// Sweeper interval in milliseconds; 0 turns the sweeper off.
+    #[arg(long, env = "SEATQ_SWEEP_MS", default_value_t = 1000)]
+    sweep_ms: u64,
+    /// Contention retries before a request goes back to the queue.
+    #[arg(long, env = "SEATQ_CONTENTION_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    contention_retries: u32,
+    /// Log as JSON lines.
+    #[arg(long, env = "SEATQ_LOG_JSON")]
+    log_json: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    seatq::init_tracing(args.log_json);
+    let config = Config {
+        concurrency: args.concurrency.max(1),
+        batch_size: args.batch_size,
+        poll_interval: Duration::from_millis(args.poll_ms.max(1)),
+        sweep_interval: Duration::from_millis(args.sweep_ms),
+        contention_retries: args.contention_retries,
+        ..Config::default()
+    };
+    let worker = Worker::connect(&args.database_url, config.clone()).await.context("starting seatq-worker")?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(on_signals(shutdown.clone()));
+    tracing::info!(?config, "seatq-worker started");
+    worker.run(shutdown).await;
+    tracing::info!("seatq-worker stopped");
+    Ok(())
+}
+
+/// First SIGINT/SIGTERM: stop claiming and finish the batches in hand.
+/// Second: exit at once (open transactions roll back; requests stay queued).
+async fn on_signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::info!("shutting down: finishing the requests in hand (signal again to exit at once)");
+    shutdown.cancel();
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::warn!("second signal: exiting now");
+    std::process::exit(130);
+}

@@ -107,6 +107,16 @@ impl Status {
         !matches!(self, Status::Queued)
     }
 
+    /// The status as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Dead => "dead",
+        }
+    }
+
     pub(crate) fn parse(s: &str) -> Option<Status> {
         Some(match s {
             "queued" => Status::Queued,

@@ -59,10 +59,11 @@ async fn take(
     } else {
         lock_cheapest(conn, r).await?
     };
-    let seats = match locked {
+    let mut seats = match locked {
         Locked::Seats(seats) => seats,
         Locked::No(decision) => return Ok(decision),
     };
+    seats.sort_by_key(|s| s.seat);
     let numbers: Vec<i32> = seats.iter().map(|s| s.seat).collect();
     let total: i64 = seats.iter().map(|s| i64::from(s.price_cents)).sum();
     let state = if hold_secs.is_some() { "held" } else { "booked" };
@@ -119,7 +120,7 @@ async fn lock_cheapest(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
     }
     Ok(Locked::No(Decision::Reject(
         ErrorCode::SoldOut,
-        format!("sold out: {got} seat(s) of class {class} left on event {}, {party} requested", r.event),
+        format!("{got} seat(s) of class {class} left on event {}, {party} requested", r.event),
     )))
 }
 

@@ -1,0 +1,165 @@
+//! Test support: a private, migrated database per test on the real server,
+//! in-process workers, and the invariant check every booking test ends with.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest};
+use seatq_worker::{Config, Worker};
+use sqlx::postgres::{PgConnectOptions, PgPool};
+use sqlx::{ConnectOptions, Connection, Executor};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The server tests run on: `SEATQ_TEST_DATABASE_URL`, else `DATABASE_URL`,
+/// else the local default. Each test gets its own database on it.
+pub fn server_url() -> String {
+    std::env::var("SEATQ_TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .unwrap_or_else(|_| seatq::db::DEFAULT_DATABASE_URL.to_string())
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+static CLEANED: OnceCell<()> = OnceCell::const_new();
+
+/// A throwaway database, migrated.
+pub struct TestDb {
+    pub name: String,
+    pub options: PgConnectOptions,
+    pub pool: PgPool,
+    pub client: Client,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        let base = seatq::db::options(&server_url()).expect("test database URL");
+        let admin = base.clone().database("postgres");
+        CLEANED.get_or_init(|| drop_stale(admin.clone())).await;
+        let name = format!(
+            "seatq_test_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let options = base.database(&name);
+        // connect() creates the database and applies the migrations.
+        let pool = seatq::db::connect(options.clone(), 10).await.expect("create test database");
+        TestDb { name, options, client: Client::from_pool(pool.clone()), pool }
+    }
+
+    /// A worker with its own pool and worker session settings.
+    pub async fn worker(&self, config: Config) -> Worker {
+        let options = seatq_worker::worker::session_options(self.options.clone());
+        let pool = seatq::db::connect(options, config.concurrency as u32 + 1).await.expect("worker pool");
+        Worker::new(pool, config)
+    }
+
+    /// Process everything due, synchronously.
+    pub async fn drain(&self) {
+        let config = Config { sweep_interval: Duration::ZERO, ..Config::default() };
+        Worker::new(self.pool.clone(), config).drain().await.expect("drain");
+    }
+
+    /// Enqueue, process and return the finished request.
+    pub async fn run(&self, request: Request) -> RequestRecord {
+        let id = self.client.enqueue(NewRequest::from(request)).await.expect("enqueue");
+        self.drain().await;
+        self.client.status(id).await.expect("status")
+    }
+
+    /// Assert every seatq invariant holds.
+    pub async fn assert_invariants(&self, drained: bool) {
+        let violations = self.client.check_invariants(drained).await.expect("check invariants");
+        assert!(violations.is_empty(), "invariants broken: {violations:#?}");
+    }
+
+    /// Seats taken (held and live, or booked) on an event.
+    pub async fn seats_taken(&self, event: i64) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM seatq.seats WHERE event_id = $1
+             AND (state = 'booked' OR (state = 'held' AND held_until > now()))",
+        )
+        .bind(event)
+        .fetch_one(&self.pool)
+        .await
+        .expect("count seats")
+    }
+
+    /// Seats granted by live bookings on an event, by the bookings' own lists.
+    pub async fn seats_granted(&self, event: i64) -> i64 {
+        sqlx::query_scalar(
+            "SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings WHERE event_id = $1
+             AND (state = 'booked' OR (state = 'held' AND held_until > now()))",
+        )
+        .bind(event)
+        .fetch_one(&self.pool)
+        .await
+        .expect("count granted")
+    }
+
+    /// Drop the database.
+    pub async fn close(self) {
+        self.pool.close().await;
+        let admin = self.options.clone().database("postgres");
+        if let Ok(mut conn) = admin.connect().await {
+            let _ = conn
+                .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
+                .await;
+            let _ = conn.close().await;
+        }
+    }
+}
+
+/// Drop test databases left by test processes that are gone (a failed test
+/// does not reach `close`).
+async fn drop_stale(admin: PgConnectOptions) {
+    let Ok(mut conn) = admin.connect().await else { return };
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'seatq\\_test\\_%'")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
+            continue;
+        }
+        let _ = conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).await;
+    }
+    let _ = conn.close().await;
+}
+
+/// Workers running in the background until stopped.
+pub struct Running {
+    pub shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Running {
+    pub async fn start(db: &TestDb, workers: usize, config: Config) -> Running {
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        for _ in 0..workers {
+            let worker = db.worker(config.clone()).await;
+            let token = shutdown.clone();
+            tracker.spawn(async move { worker.run(token).await });
+        }
+        Running { shutdown, tracker }
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+pub fn hold(event: i64, class: i16, party: u32, customer: &str) -> SeatRequest {
+    SeatRequest::new(event, class, party, customer)
+}
+
+/// The error code of a finished request, or "succeeded".
+pub fn code(r: &RequestRecord) -> &str {
+    r.error_code.as_deref().unwrap_or(r.status.as_str())
+}

@@ -1,1 +1,249 @@
-fn main(){}
+//! The seatq demo: seed three flights, start workers, enqueue a realistic
+//! mixed batch (group bookings, named seats, side-by-side parties, checkout
+//! holds that are confirmed, cancelled or left to expire), and print what
+//! happened with the invariant check. Safe to run again: each run makes its
+//! own flights.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use seatq::{BookingRef, Client, NewRequest, Request, SeatRequest, Status};
+use seatq_worker::{Config, Worker};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+const FLIGHTS: i32 = 3;
+const SEATS: i32 = 150;
+const WORKER_PROCESSES: usize = 4;
+/// Checkout window of the demo's holds: short, so abandoned ones visibly lapse.
+const HOLD_SECS: u32 = 4;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    seatq::init_tracing(false, "warn");
+    match run().await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<bool> {
+    let url = seatq::db::database_url();
+    let client = Client::connect(&url).await?;
+    let options = seatq::db::options(&url)?;
+    println!(
+        "seatq demo on postgres://{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or_default()
+    );
+
+    let stamp = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S%.3f");
+    let mut flights = Vec::new();
+    for k in 1..=FLIGHTS {
+        flights.push(client.add_event(&format!("Demo {stamp} flight {k}"), SEATS, 6).await?);
+    }
+    println!("seeded {FLIGHTS} flights of {SEATS} seats (ids {flights:?}): class 1 = seats 1-19, 2 = 20-49, 3 = 50+");
+
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let config = Config { concurrency: 2, sweep_interval: Duration::from_millis(250), ..Config::default() };
+    for _ in 0..WORKER_PROCESSES {
+        let worker = Worker::connect(&url, config.clone()).await.context("starting a worker")?;
+        let token = shutdown.clone();
+        tracker.spawn(async move { worker.run(token).await });
+    }
+    println!(
+        "started {WORKER_PROCESSES} workers x {} batch loops, batch size {}",
+        config.concurrency, config.batch_size
+    );
+
+    // Phase 1: the rush.
+    let mut rng = fastrand::Rng::with_seed(2026);
+    let batch = rush(&mut rng, &flights);
+    let started = Instant::now();
+    let mut all_ids = enqueue(&client, &batch).await?;
+    client.wait_all(&all_ids, Some(Duration::from_secs(300))).await?;
+    let rush_secs = started.elapsed().as_secs_f64();
+    println!("\n1. rush: {} requests enqueued and finished in {rush_secs:.2}s", batch.len());
+
+    // Phase 2: checkout. Each held party confirms, cancels or walks away.
+    let mut checkout = Vec::new();
+    let mut abandoned = Vec::new();
+    for id in &all_ids {
+        let r = client.status(*id).await?;
+        let Some(b) = r.booking().filter(|b| b.state == "held") else { continue };
+        let own = BookingRef { booking: b.booking, customer: b.customer.clone() };
+        match rng.u8(0..100) {
+            0..60 => checkout.push(NewRequest::from(Request::Confirm(own))),
+            60..80 => checkout.push(NewRequest::from(Request::Cancel(own))),
+            80..85 => {
+                let stranger = BookingRef { booking: b.booking, customer: "mallory".into() };
+                checkout.push(NewRequest::from(Request::Cancel(stranger)));
+                abandoned.push(own);
+            }
+            _ => abandoned.push(own),
+        }
+    }
+    let ids = enqueue(&client, &checkout).await?;
+    client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
+    all_ids.extend(&ids);
+    println!("2. checkout: {} confirms and cancels ({} by the wrong customer)", ids.len(), {
+        checkout.iter().filter(|n| matches!(&n.request, Request::Cancel(b) if b.customer == "mallory")).count()
+    });
+
+    // Phase 3: abandoned holds lapse; late confirms are refused, the sweeper frees the seats.
+    tokio::time::sleep(Duration::from_secs(u64::from(HOLD_SECS)) + Duration::from_millis(600)).await;
+    let late: Vec<NewRequest> = abandoned.iter().take(5).cloned().map(|b| Request::Confirm(b).into()).collect();
+    let ids = enqueue(&client, &late).await?;
+    client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
+    all_ids.extend(&ids);
+    println!(
+        "3. expiry: {} holds abandoned; {} late confirms after the {HOLD_SECS}s window",
+        abandoned.len(),
+        ids.len()
+    );
+
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
+
+    report(&client, &all_ids, &flights, rush_secs, batch.len()).await
+}
+
+/// The rush: per flight, group bookings of 1-9 (some accepting a partial
+/// allocation), parties wanting adjacent seats, customers naming seats (some
+/// the same seats), and checkout holds. Demand is about three times supply.
+fn rush(rng: &mut fastrand::Rng, flights: &[i64]) -> Vec<NewRequest> {
+    let mut batch = Vec::new();
+    let mut customer = 0;
+    let mut next = || {
+        customer += 1;
+        format!("customer-{customer}")
+    };
+    for &flight in flights {
+        let class = |rng: &mut fastrand::Rng| match rng.u8(0..100) {
+            0..15 => 1,
+            15..40 => 2,
+            _ => 3,
+        };
+        for _ in 0..50 {
+            let mut r = SeatRequest::new(flight, class(rng), rng.u32(1..=9), next());
+            r.partial = rng.u8(0..100) < 10;
+            batch.push(Request::Book(r).into());
+        }
+        for _ in 0..20 {
+            let mut r = SeatRequest::new(flight, class(rng), rng.u32(2..=4), next());
+            r.together = true;
+            batch.push(Request::Book(r).into());
+        }
+        for _ in 0..40 {
+            // Window seats of the front rows are popular: collisions are likely.
+            let first = 6 * rng.i32(0..12) + 1;
+            let seats = if rng.bool() { vec![first] } else { vec![first, first + 1] };
+            batch.push(Request::Book(SeatRequest::named(flight, seats, next())).into());
+        }
+        for _ in 0..60 {
+            let mut r = SeatRequest::new(flight, class(rng), rng.u32(1..=4), next());
+            r.hold_seconds = Some(HOLD_SECS);
+            batch.push(Request::Hold(r).into());
+        }
+    }
+    rng.shuffle(&mut batch);
+    batch
+}
+
+async fn enqueue(client: &Client, batch: &[NewRequest]) -> anyhow::Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(batch.len());
+    for chunk in batch.chunks(500) {
+        ids.extend(client.enqueue_many(chunk).await?);
+    }
+    Ok(ids)
+}
+
+/// Print the outcomes, latency, seats and invariant check; true if healthy.
+async fn report(
+    client: &Client,
+    ids: &[i64],
+    flights: &[i64],
+    rush_secs: f64,
+    rush_len: usize,
+) -> anyhow::Result<bool> {
+    println!("\noutcomes by kind:");
+    let mut by_kind: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+    for (kind, outcome, n) in client.outcomes(ids).await? {
+        by_kind.entry(kind).or_default().push((outcome, n));
+    }
+    for (kind, outcomes) in &by_kind {
+        let cells: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o} {n}")).collect();
+        println!("  {kind:<8} {}", cells.join(", "));
+    }
+
+    println!("\nan example of each outcome:");
+    let mut seen = std::collections::HashSet::new();
+    for id in ids {
+        let r = client.status(*id).await?;
+        let outcome = r.error_code.clone().unwrap_or_else(|| r.status.as_str().to_string());
+        if !seen.insert((r.kind.clone(), outcome.clone())) {
+            continue;
+        }
+        let answer = match r.booking() {
+            Some(b) => {
+                let seats: Vec<String> = b.seats.iter().map(|s| s.seat.to_string()).collect();
+                format!("booking {} {}: seats {} for {:.2}", b.booking, b.state, seats.join(","), b.total_cents as f64 / 100.0)
+            }
+            None => format!("{outcome}: {}", r.error_message.unwrap_or_default()),
+        };
+        println!("  #{} {} {} -> {answer}", r.id, r.kind, r.payload);
+    }
+
+    let latency = client.latency(ids).await?;
+    let ms = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+    println!(
+        "\nlatency, enqueue to outcome (ms): p50 {} p95 {} p99 {} max {}",
+        ms(latency.p50),
+        ms(latency.p95),
+        ms(latency.p99),
+        ms(latency.max)
+    );
+    println!("rush throughput: {:.0} requests/s", rush_len as f64 / rush_secs);
+
+    println!("\nseats per flight (held = live holds; lapsed = expired, not yet swept):");
+    let mut taken = 0;
+    for &f in flights {
+        let seats = client.event_seats(f).await?;
+        taken += client.seats_taken(f).await?;
+        let cells: Vec<String> = seats.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        println!("  flight {f}: {}", cells.join(", "));
+    }
+
+    let mut granted = 0;
+    for &f in flights {
+        granted += client.seats_granted(f).await?;
+    }
+    let mut unfinished = 0;
+    for id in ids {
+        if client.status(*id).await?.status == Status::Queued {
+            unfinished += 1;
+        }
+    }
+    let violations = client.check_invariants(false).await?;
+    println!("\ninvariants:");
+    println!("  every demo request finished exactly once: {}", pass(unfinished == 0));
+    println!("  seats taken {taken} = seats granted to live bookings {granted}: {}", pass(taken == granted));
+    println!("  no seat in two bookings, every booking backed by its outcome: {}", pass(violations.is_empty()));
+    for v in &violations {
+        println!("    {}: {}", v.violation, v.detail);
+    }
+    Ok(unfinished == 0 && taken == granted && violations.is_empty())
+}
+
+fn pass(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}

@@ -52,6 +52,19 @@ pub struct Violation {
     pub detail: String,
 }
 
+/// Enqueue-to-outcome latency of a set of requests, in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, sqlx::FromRow)]
+pub struct Latency {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+    /// Seconds from the first enqueue to the last outcome.
+    pub span_secs: Option<f64>,
+    /// How many of the requests are finished.
+    pub finished: i64,
+}
+
 /// A handle on a seatq database, cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -175,6 +188,34 @@ impl Client {
         let oldest_queued_secs = sqlx::query_scalar(sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;
         let seats = sqlx::query_as(sql::stats::SEATS_BY_STATE).fetch_all(&self.pool).await?;
         Ok(Stats { requests: requests.into_iter().collect(), oldest_queued_secs, seats: seats.into_iter().collect() })
+    }
+
+    /// Outcome counts of these requests: (kind, status or error code, count).
+    pub async fn outcomes(&self, ids: &[i64]) -> Result<Vec<(String, String, i64)>, Error> {
+        Ok(sqlx::query_as(sql::stats::OUTCOMES).bind(ids).fetch_all(&self.pool).await?)
+    }
+
+    /// Enqueue-to-outcome latency of these requests.
+    pub async fn latency(&self, ids: &[i64]) -> Result<Latency, Error> {
+        Ok(sqlx::query_as(sql::stats::LATENCY).bind(ids).fetch_one(&self.pool).await?)
+    }
+
+    /// Seats of one event by state.
+    pub async fn event_seats(&self, event: i64) -> Result<BTreeMap<String, i64>, Error> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as(sql::stats::EVENT_SEATS_BY_STATE).bind(event).fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Seats of an event taken: booked, or held and not lapsed.
+    pub async fn seats_taken(&self, event: i64) -> Result<i64, Error> {
+        Ok(sqlx::query_scalar(sql::stats::SEATS_TAKEN).bind(event).fetch_one(&self.pool).await?)
+    }
+
+    /// Seats of an event granted, by its live bookings' own seat lists. Equal
+    /// to [`Client::seats_taken`] when the invariants hold.
+    pub async fn seats_granted(&self, event: i64) -> Result<i64, Error> {
+        Ok(sqlx::query_scalar(sql::stats::SEATS_GRANTED).bind(event).fetch_one(&self.pool).await?)
     }
 
     /// Every broken invariant; empty means healthy. With `drained`, a request

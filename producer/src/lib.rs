@@ -31,16 +31,16 @@ pub mod outcome;
 pub mod request;
 pub mod sql;
 
-pub use client::{Client, NewRequest, Stats, Violation};
+pub use client::{Client, Latency, NewRequest, Stats, Violation};
 pub use error::Error;
 pub use outcome::{BookingResult, ErrorCode, RequestRecord, SeatInfo, Status};
 pub use request::{BookingRef, Request, RequestError, SeatRequest};
 
-/// Log through `tracing` to stderr, filtered by `RUST_LOG` (default `info`),
-/// as text or JSON lines.
-pub fn init_tracing(json: bool) {
+/// Log through `tracing` to stderr, filtered by `RUST_LOG` (else by
+/// `default`, e.g. `"info"`), as text or JSON lines.
+pub fn init_tracing(json: bool, default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx=warn")));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
         builder.json().init();

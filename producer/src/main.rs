@@ -146,7 +146,7 @@ struct Line {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    seatq::init_tracing(false);
+    seatq::init_tracing(false, "warn");
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {

@@ -76,26 +76,12 @@ impl TestDb {
 
     /// Seats taken (held and live, or booked) on an event.
     pub async fn seats_taken(&self, event: i64) -> i64 {
-        sqlx::query_scalar(
-            "SELECT count(*) FROM seatq.seats WHERE event_id = $1
-             AND (state = 'booked' OR (state = 'held' AND held_until > now()))",
-        )
-        .bind(event)
-        .fetch_one(&self.pool)
-        .await
-        .expect("count seats")
+        self.client.seats_taken(event).await.expect("count seats")
     }
 
     /// Seats granted by live bookings on an event, by the bookings' own lists.
     pub async fn seats_granted(&self, event: i64) -> i64 {
-        sqlx::query_scalar(
-            "SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings WHERE event_id = $1
-             AND (state = 'booked' OR (state = 'held' AND held_until > now()))",
-        )
-        .bind(event)
-        .fetch_one(&self.pool)
-        .await
-        .expect("count granted")
+        self.client.seats_granted(event).await.expect("count granted")
     }
 
     /// Drop the database.

@@ -37,7 +37,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    seatq::init_tracing(args.log_json);
+    seatq::init_tracing(args.log_json, "info");
     let config = Config {
         concurrency: args.concurrency.max(1),
         batch_size: args.batch_size,

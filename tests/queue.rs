@@ -12,27 +12,60 @@ use seatq_worker::Config;
 async fn enqueue_with_the_same_key_returns_the_first_request() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
-    let new = NewRequest { request: Request::Book(hold(ev, 1, 2, "ann")), idempotency_key: Some("k1".into()), priority: 0 };
+    let new = NewRequest {
+        request: Request::Book(hold(ev, 1, 2, "ann")),
+        idempotency_key: Some("k1".into()),
+        priority: 0,
+    };
     let first = db.client.enqueue(new.clone()).await.unwrap();
     let again = db.client.enqueue(new.clone()).await.unwrap();
     assert_eq!(first, again);
     // The SQL interface behaves the same, even with another payload.
-    let by_sql: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', '{}', 'k1')").fetch_one(&db.pool).await.unwrap();
+    let by_sql: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', '{}', 'k1')")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(by_sql, first);
-    let other = db.client.enqueue(NewRequest { idempotency_key: Some("k2".into()), ..new }).await.unwrap();
+    let other = db
+        .client
+        .enqueue(NewRequest {
+            idempotency_key: Some("k2".into()),
+            ..new
+        })
+        .await
+        .unwrap();
     assert_ne!(other, first);
 
-    let batch = db.client.enqueue_many(&[
-        NewRequest { request: Request::Book(hold(ev, 1, 1, "bob")), idempotency_key: Some("k2".into()), priority: 0 },
-        NewRequest { request: Request::Book(hold(ev, 1, 1, "cat")), idempotency_key: Some("k3".into()), priority: 0 },
-    ]).await.unwrap();
+    let batch = db
+        .client
+        .enqueue_many(&[
+            NewRequest {
+                request: Request::Book(hold(ev, 1, 1, "bob")),
+                idempotency_key: Some("k2".into()),
+                priority: 0,
+            },
+            NewRequest {
+                request: Request::Book(hold(ev, 1, 1, "cat")),
+                idempotency_key: Some("k3".into()),
+                priority: 0,
+            },
+        ])
+        .await
+        .unwrap();
     assert_eq!(batch[0], other);
     assert_ne!(batch[1], other);
 
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(rows, 3);
     db.drain().await;
-    assert_eq!(db.seats_taken(ev).await, 2 + 2 + 1, "each request booked once");
+    assert_eq!(
+        db.seats_taken(ev).await,
+        2 + 2 + 1,
+        "each request booked once"
+    );
     db.assert_invariants(true).await;
     db.close().await;
 }
@@ -52,15 +85,26 @@ async fn a_malformed_payload_fails_clearly_and_the_queue_goes_on() {
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    let good = db.client.enqueue(Request::Book(hold(ev, 1, 2, "ann"))).await.unwrap();
+    let good = db
+        .client
+        .enqueue(Request::Book(hold(ev, 1, 2, "ann")))
+        .await
+        .unwrap();
     db.drain().await;
 
     let expect = ["invalid type", "party", "expected struct", "booking"];
     for (id, needle) in bad.iter().zip(expect) {
         let r = db.client.status(*id).await.unwrap();
-        assert_eq!((r.status, code(&r)), (Status::Failed, "invalid_request"), "{r:?}");
+        assert_eq!(
+            (r.status, code(&r)),
+            (Status::Failed, "invalid_request"),
+            "{r:?}"
+        );
         let message = r.error_message.unwrap();
-        assert!(message.contains(needle), "{message:?} should name {needle:?}");
+        assert!(
+            message.contains(needle),
+            "{message:?} should name {needle:?}"
+        );
     }
     let r = db.client.status(good).await.unwrap();
     assert_eq!(r.status, Status::Succeeded, "{r:?}");
@@ -74,11 +118,22 @@ async fn running_workers_wake_on_notify_and_wake_the_waiting_client() {
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
     // A poll interval far longer than the wait's timeout: only NOTIFY can
     // get the request processed in time.
-    let config = Config { poll_interval: Duration::from_secs(3600), ..Config::default() };
+    let config = Config {
+        poll_interval: Duration::from_secs(3600),
+        ..Config::default()
+    };
     let workers = Running::start(&db, 1, config).await;
     tokio::time::sleep(Duration::from_millis(300)).await; // let the listener subscribe
-    let id = db.client.enqueue(Request::Hold(hold(ev, 1, 1, "ann"))).await.unwrap();
-    let r = db.client.wait(id, Some(Duration::from_secs(60))).await.unwrap();
+    let id = db
+        .client
+        .enqueue(Request::Hold(hold(ev, 1, 1, "ann")))
+        .await
+        .unwrap();
+    let r = db
+        .client
+        .wait(id, Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
     assert_eq!(r.status, Status::Succeeded);
     workers.stop().await;
     db.assert_invariants(true).await;

@@ -48,19 +48,33 @@ async fn ensure_database(options: &PgConnectOptions) -> Result<(), Error> {
         Ok(conn) => return sqlx::Connection::close(conn).await.map_err(Error::Db),
         Err(err) => err,
     };
-    let missing = err.as_database_error().and_then(|e| e.code()).is_some_and(|c| c == "3D000");
+    let missing = err
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|c| c == "3D000");
     if !missing {
         return Err(unreachable(options, err));
     }
     let name = options.get_database().unwrap_or("postgres").to_string();
-    let mut admin = options.clone().database("postgres").connect().await.map_err(|e| unreachable(options, e))?;
+    let mut admin = options
+        .clone()
+        .database("postgres")
+        .connect()
+        .await
+        .map_err(|e| unreachable(options, e))?;
     // CREATE DATABASE takes no parameters; the name comes from the operator's
     // own configuration and is quoted as an identifier.
     let create = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
-    match sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut admin).await {
+    match sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+        .execute(&mut admin)
+        .await
+    {
         Ok(_) => tracing::info!(database = %name, "created database"),
         // Another process created it first.
-        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42P04") => {}
+        Err(e)
+            if e.as_database_error()
+                .and_then(|d| d.code())
+                .is_some_and(|c| c == "42P04") => {}
         Err(e) => return Err(Error::Db(e)),
     }
     let _ = sqlx::Connection::close(admin).await;
@@ -72,7 +86,12 @@ fn unreachable(options: &PgConnectOptions, source: sqlx::Error) -> Error {
         return Error::Db(source);
     }
     Error::Unreachable {
-        target: format!("{}:{}/{}", options.get_host(), options.get_port(), options.get_database().unwrap_or("")),
+        target: format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("")
+        ),
         source,
     }
 }

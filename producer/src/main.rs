@@ -169,24 +169,39 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{} events of {seats} seats: ids {:?}", ids.len(), ids);
             }
         }
-        Command::Hold { seats, hold_seconds, queue } => {
+        Command::Hold {
+            seats,
+            hold_seconds,
+            queue,
+        } => {
             let mut r = seat_request(seats);
             r.hold_seconds = hold_seconds;
             return submit(&client, Request::Hold(r), queue, json).await;
         }
-        Command::Book { seats, queue } => return submit(&client, Request::Book(seat_request(seats)), queue, json).await,
+        Command::Book { seats, queue } => {
+            return submit(&client, Request::Book(seat_request(seats)), queue, json).await;
+        }
         Command::Confirm { booking, queue } => {
-            let r = BookingRef { booking: booking.booking, customer: booking.customer };
+            let r = BookingRef {
+                booking: booking.booking,
+                customer: booking.customer,
+            };
             return submit(&client, Request::Confirm(r), queue, json).await;
         }
         Command::Cancel { booking, queue } => {
-            let r = BookingRef { booking: booking.booking, customer: booking.customer };
+            let r = BookingRef {
+                booking: booking.booking,
+                customer: booking.customer,
+            };
             return submit(&client, Request::Cancel(r), queue, json).await;
         }
         Command::Enqueue { file } => enqueue_file(&client, &file, json).await?,
         Command::Status { id } => return Ok(show(&client.status(id).await?, json)),
         Command::Wait { id, timeout } => {
-            return Ok(show(&client.wait(id, timeout.map(Duration::from_secs)).await?, json));
+            return Ok(show(
+                &client.wait(id, timeout.map(Duration::from_secs)).await?,
+                json,
+            ));
         }
         Command::Stats => {
             let stats = client.stats().await?;
@@ -239,8 +254,19 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
 }
 
 /// Enqueue; print the id, or with --wait the outcome.
-async fn submit(client: &Client, request: Request, q: QueueArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let id = client.enqueue(NewRequest { request, idempotency_key: q.key, priority: q.priority }).await?;
+async fn submit(
+    client: &Client,
+    request: Request,
+    q: QueueArgs,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let id = client
+        .enqueue(NewRequest {
+            request,
+            idempotency_key: q.key,
+            priority: q.priority,
+        })
+        .await?;
     if q.wait {
         return Ok(show(&client.wait(id, None).await?, json));
     }
@@ -259,8 +285,15 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
     } else {
         let what = match (&r.status, r.booking()) {
             (Status::Succeeded, Some(b)) => {
-                let seats: Vec<String> = b.seats.iter().map(|s| format!("{}(class {})", s.seat, s.class)).collect();
-                let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
+                let seats: Vec<String> = b
+                    .seats
+                    .iter()
+                    .map(|s| format!("{}(class {})", s.seat, s.class))
+                    .collect();
+                let until = b
+                    .held_until
+                    .map(|t| format!(", held until {}", t.to_rfc3339()))
+                    .unwrap_or_default();
                 format!(
                     "booking {} {} for {}: seats {} total {}.{:02}{until}",
                     b.booking,
@@ -271,14 +304,23 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
                     b.total_cents % 100
                 )
             }
-            (Status::Queued, _) => format!("queued (attempts {}, run at {})", r.attempts, r.run_at.to_rfc3339()),
+            (Status::Queued, _) => format!(
+                "queued (attempts {}, run at {})",
+                r.attempts,
+                r.run_at.to_rfc3339()
+            ),
             _ => format!(
                 "{}: {}",
                 r.error_code.as_deref().unwrap_or("?"),
                 r.error_message.as_deref().unwrap_or("")
             ),
         };
-        println!("request {} ({}) {}: {what}", r.id, r.kind, r.status.as_str());
+        println!(
+            "request {} ({}) {}: {what}",
+            r.id,
+            r.kind,
+            r.status.as_str()
+        );
     }
     match r.status {
         Status::Failed | Status::Dead => ExitCode::FAILURE,
@@ -292,7 +334,9 @@ async fn enqueue_file(client: &Client, file: &str, json: bool) -> anyhow::Result
     let reader: Box<dyn std::io::BufRead> = if file == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(std::io::BufReader::new(std::fs::File::open(file).with_context(|| format!("opening {file}"))?))
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("opening {file}"))?,
+        ))
     };
     let mut good = Vec::new();
     let mut bad = 0usize;
@@ -303,9 +347,17 @@ async fn enqueue_file(client: &Client, file: &str, json: bool) -> anyhow::Result
         }
         let parsed = serde_json::from_str::<Line>(&line)
             .map_err(|e| e.to_string())
-            .and_then(|l| Request::decode(&l.kind, &l.payload).map(|r| (r, l)).map_err(|e| e.to_string()));
+            .and_then(|l| {
+                Request::decode(&l.kind, &l.payload)
+                    .map(|r| (r, l))
+                    .map_err(|e| e.to_string())
+            });
         match parsed {
-            Ok((request, l)) => good.push(NewRequest { request, idempotency_key: l.idempotency_key, priority: l.priority }),
+            Ok((request, l)) => good.push(NewRequest {
+                request,
+                idempotency_key: l.idempotency_key,
+                priority: l.priority,
+            }),
             Err(e) => {
                 bad += 1;
                 eprintln!("{file}:{}: {e}", n + 1);
@@ -317,9 +369,16 @@ async fn enqueue_file(client: &Client, file: &str, json: bool) -> anyhow::Result
         ids.extend(client.enqueue_many(chunk).await?);
     }
     if json {
-        println!("{}", serde_json::json!({ "enqueued": ids, "bad_lines": bad }));
+        println!(
+            "{}",
+            serde_json::json!({ "enqueued": ids, "bad_lines": bad })
+        );
     } else {
-        println!("enqueued {} requests ({} bad lines skipped)", ids.len(), bad);
+        println!(
+            "enqueued {} requests ({} bad lines skipped)",
+            ids.len(),
+            bad
+        );
     }
     if bad > 0 && ids.is_empty() {
         bail!("no valid request in {file}");

@@ -76,7 +76,10 @@ pub enum RequestError {
     Payload { kind: &'static str, message: String },
     /// A field decodes but its value is not allowed.
     #[error("invalid {field}: {message}")]
-    Field { field: &'static str, message: String },
+    Field {
+        field: &'static str,
+        message: String,
+    },
 }
 
 impl RequestError {
@@ -94,7 +97,10 @@ fn is_false(b: &bool) -> bool {
 }
 
 fn field(field: &'static str, message: impl Into<String>) -> RequestError {
-    RequestError::Field { field, message: message.into() }
+    RequestError::Field {
+        field,
+        message: message.into(),
+    }
 }
 
 impl Request {
@@ -120,8 +126,14 @@ impl Request {
 
     /// Decode and validate a stored request.
     pub fn decode(kind: &str, payload: &Value) -> Result<Request, RequestError> {
-        fn parse<T: for<'de> Deserialize<'de>>(kind: &'static str, payload: &Value) -> Result<T, RequestError> {
-            T::deserialize(payload).map_err(|e| RequestError::Payload { kind, message: e.to_string() })
+        fn parse<T: for<'de> Deserialize<'de>>(
+            kind: &'static str,
+            payload: &Value,
+        ) -> Result<T, RequestError> {
+            T::deserialize(payload).map_err(|e| RequestError::Payload {
+                kind,
+                message: e.to_string(),
+            })
         }
         let request = match kind {
             "hold" => Request::Hold(parse("hold", payload)?),
@@ -170,7 +182,12 @@ impl SeatRequest {
 
     /// A request for exactly these seat numbers.
     pub fn named(event: i64, seats: Vec<i32>, customer: impl Into<String>) -> Self {
-        SeatRequest { class: None, party: None, seats, ..SeatRequest::new(event, 0, 0, customer) }
+        SeatRequest {
+            class: None,
+            party: None,
+            seats,
+            ..SeatRequest::new(event, 0, 0, customer)
+        }
     }
 
     /// The number of seats wanted.
@@ -189,12 +206,18 @@ impl SeatRequest {
         }
         let party = self.party_size();
         if !(1..=MAX_PARTY).contains(&party) {
-            return Err(field("party", format!("{party} is out of range 1..={MAX_PARTY}")));
+            return Err(field(
+                "party",
+                format!("{party} is out of range 1..={MAX_PARTY}"),
+            ));
         }
-        if let Some(secs) = self.hold_seconds {
-            if !(1..=MAX_HOLD_SECONDS).contains(&secs) {
-                return Err(field("hold_seconds", format!("{secs} is out of range 1..={MAX_HOLD_SECONDS}")));
-            }
+        if let Some(secs) = self.hold_seconds
+            && !(1..=MAX_HOLD_SECONDS).contains(&secs)
+        {
+            return Err(field(
+                "hold_seconds",
+                format!("{secs} is out of range 1..={MAX_HOLD_SECONDS}"),
+            ));
         }
         if self.seats.is_empty() {
             if self.class.is_none() {
@@ -203,7 +226,10 @@ impl SeatRequest {
             return Ok(());
         }
         if self.seats.len() as u32 != party {
-            return Err(field("seats", format!("names {} seats but party is {party}", self.seats.len())));
+            return Err(field(
+                "seats",
+                format!("names {} seats but party is {party}", self.seats.len()),
+            ));
         }
         let mut sorted = self.seats.clone();
         sorted.sort_unstable();
@@ -211,7 +237,10 @@ impl SeatRequest {
             return Err(field("seats", format!("seat {} is named twice", w[0])));
         }
         if let Some(bad) = sorted.iter().find(|s| **s <= 0) {
-            return Err(field("seats", format!("seat number {bad} must be positive")));
+            return Err(field(
+                "seats",
+                format!("seat number {bad} must be positive"),
+            ));
         }
         if self.partial {
             return Err(field("partial", "cannot be combined with named seats"));
@@ -238,30 +267,52 @@ mod tests {
 
     #[test]
     fn names_the_field_at_fault() {
-        let err = Request::decode("hold", &json!({"event": 1, "class": 1, "party": 3})).unwrap_err();
+        let err =
+            Request::decode("hold", &json!({"event": 1, "class": 1, "party": 3})).unwrap_err();
         assert_eq!(err.code(), "invalid_request");
         assert!(err.to_string().contains("customer"), "{err}");
 
-        let err = Request::decode("book", &json!({"event": "x", "class": 1, "customer": "c"})).unwrap_err();
+        let err = Request::decode("book", &json!({"event": "x", "class": 1, "customer": "c"}))
+            .unwrap_err();
         assert!(err.to_string().contains("invalid type"), "{err}");
 
-        let err = Request::decode("book", &json!({"event": 1, "class": 1, "party": 10, "customer": "c"})).unwrap_err();
+        let err = Request::decode(
+            "book",
+            &json!({"event": 1, "class": 1, "party": 10, "customer": "c"}),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("party"), "{err}");
 
-        let err = Request::decode("hold", &json!({"event": 1, "class": 1, "party": 1, "customer": "c", "partal": true}))
-            .unwrap_err();
+        let err = Request::decode(
+            "hold",
+            &json!({"event": 1, "class": 1, "party": 1, "customer": "c", "partal": true}),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("partal"), "{err}");
 
-        let err = Request::decode("book", &json!({"event": 1, "seats": [3, 3], "customer": "c"})).unwrap_err();
+        let err = Request::decode(
+            "book",
+            &json!({"event": 1, "seats": [3, 3], "customer": "c"}),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("named twice"), "{err}");
 
-        assert_eq!(Request::decode("reserve", &json!({})).unwrap_err().code(), "unknown_kind");
+        assert_eq!(
+            Request::decode("reserve", &json!({})).unwrap_err().code(),
+            "unknown_kind"
+        );
     }
 
     #[test]
     fn party_defaults_to_named_seats() {
-        let req = Request::decode("book", &json!({"event": 1, "seats": [2, 3], "customer": "c"})).unwrap();
-        let Request::Book(r) = req else { panic!("not a book") };
+        let req = Request::decode(
+            "book",
+            &json!({"event": 1, "seats": [2, 3], "customer": "c"}),
+        )
+        .unwrap();
+        let Request::Book(r) = req else {
+            panic!("not a book")
+        };
         assert_eq!(r.party_size(), 2);
     }
 }

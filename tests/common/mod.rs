@@ -44,33 +44,56 @@ impl TestDb {
         );
         let options = base.database(&name);
         // connect() creates the database and applies the migrations.
-        let pool = seatq::db::connect(options.clone(), 10).await.expect("create test database");
-        TestDb { name, options, client: Client::from_pool(pool.clone()), pool }
+        let pool = seatq::db::connect(options.clone(), 10)
+            .await
+            .expect("create test database");
+        TestDb {
+            name,
+            options,
+            client: Client::from_pool(pool.clone()),
+            pool,
+        }
     }
 
     /// A worker with its own pool and worker session settings.
     pub async fn worker(&self, config: Config) -> Worker {
         let options = seatq_worker::worker::session_options(self.options.clone());
-        let pool = seatq::db::connect(options, config.concurrency as u32 + 1).await.expect("worker pool");
+        let pool = seatq::db::connect(options, config.concurrency as u32 + 1)
+            .await
+            .expect("worker pool");
         Worker::new(pool, config)
     }
 
     /// Process everything due, synchronously.
     pub async fn drain(&self) {
-        let config = Config { sweep_interval: Duration::ZERO, ..Config::default() };
-        Worker::new(self.pool.clone(), config).drain().await.expect("drain");
+        let config = Config {
+            sweep_interval: Duration::ZERO,
+            ..Config::default()
+        };
+        Worker::new(self.pool.clone(), config)
+            .drain()
+            .await
+            .expect("drain");
     }
 
     /// Enqueue, process and return the finished request.
     pub async fn run(&self, request: Request) -> RequestRecord {
-        let id = self.client.enqueue(NewRequest::from(request)).await.expect("enqueue");
+        let id = self
+            .client
+            .enqueue(NewRequest::from(request))
+            .await
+            .expect("enqueue");
         self.drain().await;
         self.client.status(id).await.expect("status")
     }
 
     /// Assert every seatq invariant holds.
     pub async fn assert_invariants(&self, drained: bool) {
-        let violations = self.client.check_invariants(drained).await.expect("check invariants");
+        let violations = self
+            .client
+            .check_invariants(drained)
+            .await
+            .expect("check invariants");
         assert!(violations.is_empty(), "invariants broken: {violations:#?}");
     }
 
@@ -81,7 +104,10 @@ impl TestDb {
 
     /// Seats granted by live bookings on an event, by the bookings' own lists.
     pub async fn seats_granted(&self, event: i64) -> i64 {
-        self.client.seats_granted(event).await.expect("count granted")
+        self.client
+            .seats_granted(event)
+            .await
+            .expect("count granted")
     }
 
     /// Drop the database.
@@ -90,7 +116,10 @@ impl TestDb {
         let admin = self.options.clone().database("postgres");
         if let Ok(mut conn) = admin.connect().await {
             let _ = conn
-                .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                    self.name
+                )))
                 .await;
             let _ = conn.close().await;
         }
@@ -100,7 +129,9 @@ impl TestDb {
 /// Drop test databases left by test processes that are gone (a failed test
 /// does not reach `close`).
 async fn drop_stale(admin: PgConnectOptions) {
-    let Ok(mut conn) = admin.connect().await else { return };
+    let Ok(mut conn) = admin.connect().await else {
+        return;
+    };
     let names: Vec<String> =
         sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'seatq\\_test\\_%'")
             .fetch_all(&mut conn)
@@ -111,7 +142,11 @@ async fn drop_stale(admin: PgConnectOptions) {
         if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
             continue;
         }
-        let _ = conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).await;
+        let _ = conn
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+            )))
+            .await;
     }
     let _ = conn.close().await;
 }

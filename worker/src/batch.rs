@@ -21,7 +21,10 @@ pub enum Claim<'a> {
     Next(i64),
     /// These contended requests again (id → contention retries so far).
     /// With `requeue`, any still contended go back to the queue for later.
-    Retry { ids: &'a HashMap<i64, i32>, requeue: Option<Duration> },
+    Retry {
+        ids: &'a HashMap<i64, i32>,
+        requeue: Option<Duration>,
+    },
 }
 
 /// What a batch did.
@@ -51,13 +54,24 @@ struct Claimed {
 pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let rows: Vec<Claimed> = match &claim {
-        Claim::Next(limit) => sqlx::query_as(queue::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
+        Claim::Next(limit) => {
+            sqlx::query_as(queue::CLAIM_BATCH)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?
+        }
         Claim::Retry { ids, .. } => {
             let ids: Vec<i64> = ids.keys().copied().collect();
-            sqlx::query_as(queue::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
+            sqlx::query_as(queue::CLAIM_BY_IDS)
+                .bind(ids)
+                .fetch_all(&mut *tx)
+                .await?
         }
     };
-    let mut report = Report { claimed: rows.len(), ..Report::default() };
+    let mut report = Report {
+        claimed: rows.len(),
+        ..Report::default()
+    };
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(report);
@@ -89,7 +103,10 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
             Ok(Decision::Contended) => {
                 savepoint.rollback().await?;
                 match &claim {
-                    Claim::Retry { requeue: Some(delay), .. } => {
+                    Claim::Retry {
+                        requeue: Some(delay),
+                        ..
+                    } => {
                         tracing::debug!(request = row.id, "still contended; back to the queue");
                         json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
                                "contended": retries + 1})
@@ -118,7 +135,10 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
         }
     }
     if !outcomes.is_empty() {
-        sqlx::query(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).execute(&mut *tx).await?;
+        sqlx::query(queue::RECORD_OUTCOMES)
+            .bind(Value::Array(outcomes))
+            .execute(&mut *tx)
+            .await?;
     }
     tx.commit().await?;
     Ok(report)
@@ -138,7 +158,11 @@ fn transient(row: &Claimed, e: &sqlx::Error, retries: i32) -> Value {
         return json!({"id": row.id, "status": "dead", "error_code": ErrorCode::Internal.as_str(),
                       "error_message": message, "failed_attempt": true, "contended": retries});
     }
-    let delay = Jitter::nth(Duration::from_secs(1), Duration::from_secs(60), attempts as u32);
+    let delay = Jitter::nth(
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+        attempts as u32,
+    );
     tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
     json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
            "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})
@@ -154,7 +178,9 @@ fn is_statement_error(e: &sqlx::Error) -> bool {
             let code = d.code().unwrap_or_default();
             !(code.starts_with("08") || code.starts_with("57P"))
         }
-        sqlx::Error::Protocol(_) | sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => true,
+        sqlx::Error::Protocol(_) | sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+            true
+        }
         _ => false,
     }
 }

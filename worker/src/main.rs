@@ -46,7 +46,9 @@ async fn main() -> anyhow::Result<()> {
         contention_retries: args.contention_retries,
         ..Config::default()
     };
-    let worker = Worker::connect(&args.database_url, config.clone()).await.context("starting seatq-worker")?;
+    let worker = Worker::connect(&args.database_url, config.clone())
+        .await
+        .context("starting seatq-worker")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(on_signals(shutdown.clone()));
     tracing::info!(?config, "seatq-worker started");
@@ -59,7 +61,10 @@ async fn main() -> anyhow::Result<()> {
 /// Second: exit at once (open transactions roll back; requests stay queued).
 async fn on_signals(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::error!("cannot install signal handlers");
         return;
     };

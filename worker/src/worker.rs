@@ -48,7 +48,11 @@ impl Worker {
         let tracker = TaskTracker::new();
         tracker.spawn(listen(self.pool.clone(), wake_tx, shutdown.clone()));
         if !self.config.sweep_interval.is_zero() {
-            tracker.spawn(sweeper::run(self.pool.clone(), self.config.sweep_interval, shutdown.clone()));
+            tracker.spawn(sweeper::run(
+                self.pool.clone(),
+                self.config.sweep_interval,
+                shutdown.clone(),
+            ));
         }
         for n in 0..self.config.concurrency.max(1) {
             let worker = self.clone();
@@ -72,7 +76,12 @@ impl Worker {
         }
     }
 
-    async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
+    async fn batch_loop(
+        &self,
+        n: usize,
+        mut wake: watch::Receiver<u64>,
+        shutdown: CancellationToken,
+    ) {
         let mut errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
         while !shutdown.is_cancelled() {
             wake.borrow_and_update();
@@ -111,8 +120,16 @@ impl Worker {
                 break;
             }
             tokio::time::sleep(jitter.next_delay()).await;
-            let requeue = (round == self.config.contention_retries).then(|| self.config.requeue_delay);
-            let report = batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }).await?;
+            let requeue =
+                (round == self.config.contention_retries).then_some(self.config.requeue_delay);
+            let report = batch::run(
+                &self.pool,
+                Claim::Retry {
+                    ids: &contended,
+                    requeue,
+                },
+            )
+            .await?;
             finished += report.finished;
             contended = report.contended;
         }

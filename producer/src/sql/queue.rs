@@ -19,7 +19,11 @@ macro_rules! request_columns {
 }
 
 /// One request by id.
-pub const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seatq.requests WHERE id = $1");
+pub const GET_REQUEST: &str = concat!(
+    "SELECT ",
+    request_columns!(),
+    " FROM seatq.requests WHERE id = $1"
+);
 
 /// How many of these requests are still queued.
 pub const COUNT_UNFINISHED: &str =

@@ -35,10 +35,23 @@ pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<
     Ok(pool)
 }
 
-/// Apply the migrations in `migrations/` (concurrent callers are serialised
-/// by sqlx with an advisory lock).
+/// Apply the migrations in `migrations/` unless all are applied already
+/// (concurrent callers are serialised by sqlx with an advisory lock). A
+/// least-privilege role can connect to a current schema; only applying a
+/// pending migration needs an admin.
 pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
-    sqlx::migrate!("../migrations").run(pool).await?;
+    let migrator = sqlx::migrate!("../migrations");
+    let applied: Vec<i64> = sqlx::query_scalar(crate::sql::schema::APPLIED_MIGRATIONS)
+        .fetch_all(pool)
+        .await
+        .unwrap_or_default();
+    let current = migrator
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .all(|m| applied.contains(&m.version));
+    if !current {
+        migrator.run(pool).await?;
+    }
     Ok(())
 }
 

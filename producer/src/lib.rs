@@ -8,6 +8,7 @@
 //! This crate is shared by producers and workers:
 //!
 //! - [`request`]: the request types and their validation;
+//! - [`validate`]: the checks that give a malformed request its error code;
 //! - [`outcome`]: results, error codes and request status;
 //! - [`sql`]: every SQL statement, by concern;
 //! - [`db`]: connecting, with zero-configuration start and migrations;
@@ -24,12 +25,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bulk;
 pub mod client;
 pub mod db;
 mod error;
 pub mod outcome;
 pub mod request;
 pub mod sql;
+pub mod validate;
 
 pub use client::{Client, Latency, NewRequest, Stats, Violation};
 pub use error::Error;

@@ -1,13 +1,11 @@
 //! `seatq`: enqueue booking requests, read outcomes, inspect the queue.
 
-use std::io::BufRead as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use seatq::{BookingRef, Client, NewRequest, Request, RequestRecord, SeatRequest, Status};
-use serde::Deserialize;
 use serde_json::Value;
 
 /// seatq: a seat-booking queue in PostgreSQL.
@@ -67,10 +65,14 @@ enum Command {
         queue: QueueArgs,
     },
     /// Enqueue requests from a JSON-lines file: {"kind", "payload", "idempotency_key"?, "priority"?} per line.
+    /// Bad lines are reported (line number and reason) and the good ones enqueued; exits 1 if any line was bad.
     Enqueue {
         /// The file ("-" for standard input).
         #[arg(long)]
         file: String,
+        /// Enqueue nothing if any line is bad.
+        #[arg(long)]
+        strict: bool,
     },
     /// Show a request.
     Status { id: i64 },
@@ -131,18 +133,6 @@ struct QueueArgs {
     wait: bool,
 }
 
-/// One line of an `enqueue --file` batch.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line {
-    kind: String,
-    payload: Value,
-    #[serde(default)]
-    idempotency_key: Option<String>,
-    #[serde(default)]
-    priority: i16,
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -195,7 +185,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             return submit(&client, Request::Cancel(r), queue, json).await;
         }
-        Command::Enqueue { file } => enqueue_file(&client, &file, json).await?,
+        Command::Enqueue { file, strict } => {
+            return enqueue_file(&client, &file, strict, json).await;
+        }
         Command::Status { id } => return Ok(show(&client.status(id).await?, json)),
         Command::Wait { id, timeout } => {
             return Ok(show(
@@ -328,60 +320,55 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
     }
 }
 
-/// Validate every line first and enqueue all good lines in one statement;
-/// report each bad line with its number and reason.
-async fn enqueue_file(client: &Client, file: &str, json: bool) -> anyhow::Result<()> {
-    let reader: Box<dyn std::io::BufRead> = if file == "-" {
-        Box::new(std::io::stdin().lock())
+/// Validate every line first, then enqueue the good ones (none with
+/// `strict` if any is bad); report each bad line with its number and reason.
+async fn enqueue_file(
+    client: &Client,
+    file: &str,
+    strict: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let parsed = if file == "-" {
+        seatq::bulk::parse(std::io::stdin().lock())
     } else {
-        Box::new(std::io::BufReader::new(
-            std::fs::File::open(file).with_context(|| format!("opening {file}"))?,
-        ))
-    };
-    let mut good = Vec::new();
-    let mut bad = 0usize;
-    for (n, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("reading {file}"))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed = serde_json::from_str::<Line>(&line)
-            .map_err(|e| e.to_string())
-            .and_then(|l| {
-                Request::decode(&l.kind, &l.payload)
-                    .map(|r| (r, l))
-                    .map_err(|e| e.to_string())
-            });
-        match parsed {
-            Ok((request, l)) => good.push(NewRequest {
-                request,
-                idempotency_key: l.idempotency_key,
-                priority: l.priority,
-            }),
-            Err(e) => {
-                bad += 1;
-                eprintln!("{file}:{}: {e}", n + 1);
-            }
-        }
+        let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
+        seatq::bulk::parse(std::io::BufReader::new(f))
     }
-    let mut ids = Vec::with_capacity(good.len());
-    for chunk in good.chunks(1000) {
-        ids.extend(client.enqueue_many(chunk).await?);
+    .with_context(|| format!("reading {file}"))?;
+    for bad in &parsed.bad {
+        eprintln!("{file}:{}: {}: {}", bad.line, bad.code, bad.reason);
+    }
+    let mut ids = Vec::with_capacity(parsed.good.len());
+    if !(strict && !parsed.bad.is_empty()) {
+        for chunk in parsed.good.chunks(1000) {
+            ids.extend(client.enqueue_many(chunk).await?);
+        }
     }
     if json {
+        let bad: Vec<Value> = parsed
+            .bad
+            .iter()
+            .map(|b| serde_json::json!({"line": b.line, "code": b.code, "reason": b.reason}))
+            .collect();
         println!(
             "{}",
             serde_json::json!({ "enqueued": ids, "bad_lines": bad })
+        );
+    } else if strict && !parsed.bad.is_empty() {
+        println!(
+            "enqueued nothing: {} bad lines (--strict)",
+            parsed.bad.len()
         );
     } else {
         println!(
             "enqueued {} requests ({} bad lines skipped)",
             ids.len(),
-            bad
+            parsed.bad.len()
         );
     }
-    if bad > 0 && ids.is_empty() {
-        bail!("no valid request in {file}");
-    }
-    Ok(())
+    Ok(if parsed.bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

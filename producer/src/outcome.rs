@@ -38,11 +38,27 @@ pub struct SeatInfo {
 pub enum ErrorCode {
     /// The kind is not hold, book, confirm or cancel.
     UnknownKind,
-    /// The payload is malformed: missing, unknown or wrongly typed field, or a value out of range.
+    /// The payload is larger than `validate::MAX_PAYLOAD_BYTES`.
+    PayloadTooLarge,
+    /// The payload has a field the kind does not take (a typo, or `hold_seconds` on a book).
+    UnknownField,
+    /// A required field is absent.
+    MissingField,
+    /// A field (or the payload itself) has the wrong JSON type.
+    WrongType,
+    /// `party` is not 1 to 9.
+    PartyOutOfRange,
+    /// `hold_seconds` is not 1 to 86400.
+    HoldTimeOutOfRange,
+    /// More than 9 seats named.
+    TooManySeats,
+    /// A seat named twice.
+    DuplicateSeat,
+    /// Any other malformed value: empty customer, class out of range, options that do not combine.
     InvalidRequest,
     /// No such event.
     UnknownEvent,
-    /// A named seat does not exist on the event.
+    /// A named seat does not exist on the event (seat numbers are per event).
     UnknownSeat,
     /// Fewer seats of the class are free than the party needs (and `partial` was not set).
     SoldOut,
@@ -67,6 +83,14 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::UnknownKind => "unknown_kind",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnknownField => "unknown_field",
+            ErrorCode::MissingField => "missing_field",
+            ErrorCode::WrongType => "wrong_type",
+            ErrorCode::PartyOutOfRange => "party_out_of_range",
+            ErrorCode::HoldTimeOutOfRange => "hold_time_out_of_range",
+            ErrorCode::TooManySeats => "too_many_seats",
+            ErrorCode::DuplicateSeat => "duplicate_seat",
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::UnknownEvent => "unknown_event",
             ErrorCode::UnknownSeat => "unknown_seat",

@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::outcome::ErrorCode;
+use crate::validate;
+
 /// Largest party one request may ask for.
 pub const MAX_PARTY: u32 = 9;
 /// Hold time when a request names none: ten minutes.
@@ -65,42 +68,24 @@ pub struct BookingRef {
     pub customer: String,
 }
 
-/// Why a request could not be understood.
+/// Why a request was refused: a stable code and a message that names the
+/// field at fault (see [`crate::validate`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    /// The kind is not one of hold, book, confirm, cancel.
-    #[error("unknown request kind {0:?}: expected hold, book, confirm or cancel")]
-    UnknownKind(String),
-    /// The payload does not decode (missing, unknown or wrongly typed field).
-    #[error("invalid {kind} payload: {message}")]
-    Payload { kind: &'static str, message: String },
-    /// A field decodes but its value is not allowed.
-    #[error("invalid {field}: {message}")]
-    Field {
-        field: &'static str,
-        message: String,
-    },
+#[error("{message}")]
+pub struct RequestError {
+    pub code: ErrorCode,
+    pub message: String,
 }
 
 impl RequestError {
     /// The stable error code recorded on a failed request.
     pub fn code(&self) -> &'static str {
-        match self {
-            RequestError::UnknownKind(_) => "unknown_kind",
-            RequestError::Payload { .. } | RequestError::Field { .. } => "invalid_request",
-        }
+        self.code.as_str()
     }
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
-}
-
-fn field(field: &'static str, message: impl Into<String>) -> RequestError {
-    RequestError::Field {
-        field,
-        message: message.into(),
-    }
 }
 
 impl Request {
@@ -124,44 +109,28 @@ impl Request {
         encoded.unwrap_or(Value::Null)
     }
 
-    /// Decode and validate a stored request.
+    /// Validate and decode a stored request.
     pub fn decode(kind: &str, payload: &Value) -> Result<Request, RequestError> {
-        fn parse<T: for<'de> Deserialize<'de>>(
-            kind: &'static str,
-            payload: &Value,
-        ) -> Result<T, RequestError> {
-            T::deserialize(payload).map_err(|e| RequestError::Payload {
-                kind,
+        validate::check(kind, payload)?;
+        fn parse<T: for<'de> Deserialize<'de>>(payload: &Value) -> Result<T, RequestError> {
+            // Validation passed, so this only fails on a disagreement between
+            // the checks and the types: report it rather than panic.
+            T::deserialize(payload).map_err(|e| RequestError {
+                code: ErrorCode::InvalidRequest,
                 message: e.to_string(),
             })
         }
-        let request = match kind {
-            "hold" => Request::Hold(parse("hold", payload)?),
-            "book" => Request::Book(parse("book", payload)?),
-            "confirm" => Request::Confirm(parse("confirm", payload)?),
-            "cancel" => Request::Cancel(parse("cancel", payload)?),
-            other => return Err(RequestError::UnknownKind(other.to_string())),
-        };
-        request.validate()?;
-        Ok(request)
+        Ok(match kind {
+            "hold" => Request::Hold(parse(payload)?),
+            "book" => Request::Book(parse(payload)?),
+            "confirm" => Request::Confirm(parse(payload)?),
+            _ => Request::Cancel(parse(payload)?),
+        })
     }
 
-    /// Check the values that decoding alone does not.
+    /// Validate a request built in code, by the same checks a stored one gets.
     pub fn validate(&self) -> Result<(), RequestError> {
-        match self {
-            Request::Hold(r) | Request::Book(r) => {
-                if matches!(self, Request::Book(_)) && r.hold_seconds.is_some() {
-                    return Err(field("hold_seconds", "only a hold has a hold time"));
-                }
-                r.validate()
-            }
-            Request::Confirm(r) | Request::Cancel(r) => {
-                if r.customer.trim().is_empty() {
-                    return Err(field("customer", "must not be empty"));
-                }
-                Ok(())
-            }
-        }
+        validate::check(self.kind(), &self.payload())
     }
 }
 
@@ -199,57 +168,6 @@ impl SeatRequest {
     pub fn hold_secs(&self) -> u32 {
         self.hold_seconds.unwrap_or(DEFAULT_HOLD_SECONDS)
     }
-
-    fn validate(&self) -> Result<(), RequestError> {
-        if self.customer.trim().is_empty() {
-            return Err(field("customer", "must not be empty"));
-        }
-        let party = self.party_size();
-        if !(1..=MAX_PARTY).contains(&party) {
-            return Err(field(
-                "party",
-                format!("{party} is out of range 1..={MAX_PARTY}"),
-            ));
-        }
-        if let Some(secs) = self.hold_seconds
-            && !(1..=MAX_HOLD_SECONDS).contains(&secs)
-        {
-            return Err(field(
-                "hold_seconds",
-                format!("{secs} is out of range 1..={MAX_HOLD_SECONDS}"),
-            ));
-        }
-        if self.seats.is_empty() {
-            if self.class.is_none() {
-                return Err(field("class", "is required unless `seats` names the seats"));
-            }
-            return Ok(());
-        }
-        if self.seats.len() as u32 != party {
-            return Err(field(
-                "seats",
-                format!("names {} seats but party is {party}", self.seats.len()),
-            ));
-        }
-        let mut sorted = self.seats.clone();
-        sorted.sort_unstable();
-        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-            return Err(field("seats", format!("seat {} is named twice", w[0])));
-        }
-        if let Some(bad) = sorted.iter().find(|s| **s <= 0) {
-            return Err(field(
-                "seats",
-                format!("seat number {bad} must be positive"),
-            ));
-        }
-        if self.partial {
-            return Err(field("partial", "cannot be combined with named seats"));
-        }
-        if self.together {
-            return Err(field("together", "cannot be combined with named seats"));
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -266,41 +184,109 @@ mod tests {
     }
 
     #[test]
-    fn names_the_field_at_fault() {
-        let err =
-            Request::decode("hold", &json!({"event": 1, "class": 1, "party": 3})).unwrap_err();
-        assert_eq!(err.code(), "invalid_request");
-        assert!(err.to_string().contains("customer"), "{err}");
-
-        let err = Request::decode("book", &json!({"event": "x", "class": 1, "customer": "c"}))
-            .unwrap_err();
-        assert!(err.to_string().contains("invalid type"), "{err}");
-
-        let err = Request::decode(
-            "book",
-            &json!({"event": 1, "class": 1, "party": 10, "customer": "c"}),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("party"), "{err}");
-
-        let err = Request::decode(
-            "hold",
-            &json!({"event": 1, "class": 1, "party": 1, "customer": "c", "partal": true}),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("partal"), "{err}");
-
-        let err = Request::decode(
-            "book",
-            &json!({"event": 1, "seats": [3, 3], "customer": "c"}),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("named twice"), "{err}");
-
-        assert_eq!(
-            Request::decode("reserve", &json!({})).unwrap_err().code(),
-            "unknown_kind"
-        );
+    fn names_the_code_and_field_at_fault() {
+        let cases = [
+            ("reserve", json!({}), "unknown_kind", "reserve"),
+            ("hold", json!([1]), "wrong_type", "payload"),
+            (
+                "hold",
+                json!({"event": 1, "class": 1, "party": 3}),
+                "missing_field",
+                "customer",
+            ),
+            (
+                "book",
+                json!({"event": "x", "class": 1, "party": 1, "customer": "c"}),
+                "wrong_type",
+                "event",
+            ),
+            (
+                "book",
+                json!({"event": 1, "class": 1, "party": 1.5, "customer": "c"}),
+                "wrong_type",
+                "party",
+            ),
+            (
+                "book",
+                json!({"event": 1, "class": 1, "party": 10, "customer": "c"}),
+                "party_out_of_range",
+                "party",
+            ),
+            (
+                "hold",
+                json!({"event": 1, "class": 1, "party": 1, "customer": "c", "partal": true}),
+                "unknown_field",
+                "partal",
+            ),
+            (
+                "book",
+                json!({"event": 1, "class": 1, "party": 1, "customer": "c", "hold_seconds": 5}),
+                "unknown_field",
+                "hold_seconds",
+            ),
+            (
+                "hold",
+                json!({"event": 1, "class": 1, "party": 1, "customer": "c", "hold_seconds": 0}),
+                "hold_time_out_of_range",
+                "hold_seconds",
+            ),
+            (
+                "book",
+                json!({"event": 1, "seats": [3, 3], "customer": "c"}),
+                "duplicate_seat",
+                "3",
+            ),
+            (
+                "book",
+                json!({"event": 1, "seats": (1..=10).collect::<Vec<_>>(), "customer": "c"}),
+                "too_many_seats",
+                "seats",
+            ),
+            (
+                "book",
+                json!({"event": 1, "class": 1, "customer": "c"}),
+                "missing_field",
+                "party",
+            ),
+            (
+                "book",
+                json!({"event": 1, "party": 2, "customer": "c"}),
+                "missing_field",
+                "class",
+            ),
+            (
+                "book",
+                json!({"event": 1, "class": 1, "party": 2, "customer": " "}),
+                "invalid_request",
+                "customer",
+            ),
+            (
+                "confirm",
+                json!({"booking": 1}),
+                "missing_field",
+                "customer",
+            ),
+            (
+                "cancel",
+                json!({"booking": 1, "customer": "c", "event": 1}),
+                "unknown_field",
+                "event",
+            ),
+            (
+                "book",
+                json!({"event": 1, "customer": "c", "note": "x".repeat(9000)}),
+                "payload_too_large",
+                "limit",
+            ),
+        ];
+        for (kind, payload, code, needle) in cases {
+            let err = Request::decode(kind, &payload).expect_err(code);
+            assert_eq!(err.code(), code, "{kind} {payload}: {err}");
+            assert!(
+                err.to_string().contains(needle),
+                "{err} should name {needle}"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,8 @@ use seatq::sql::{allocation, bookings};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
+use crate::fault::{self, Fault};
+
 /// How many adjacent blocks a `together` request tries to lock before it
 /// counts as contended.
 const BLOCKS_TRIED: i64 = 16;
@@ -31,6 +33,15 @@ pub async fn process(
     request_id: i64,
     request: &Request,
 ) -> Result<Decision, sqlx::Error> {
+    match fault::injected(request) {
+        Some(Fault::Panic) => panic!("injected fault: panic while processing request {request_id}"),
+        Some(Fault::Error) => {
+            return Err(sqlx::Error::Protocol(
+                "injected fault: unexpected error".into(),
+            ));
+        }
+        None => {}
+    }
     match request {
         Request::Hold(r) => take(conn, request_id, r, Some(r.hold_secs())).await,
         Request::Book(r) => take(conn, request_id, r, None).await,

@@ -4,7 +4,10 @@
 //! worker's requests are free again the moment its connection goes.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
+
+use futures_util::FutureExt as _;
 
 use seatq::outcome::ErrorCode;
 use seatq::request::Request;
@@ -90,7 +93,12 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
             }
         };
         let mut savepoint = tx.begin().await?;
-        let result = allocate::process(&mut savepoint, row.id, &request).await;
+        // A panic while processing one request fails that request (counted
+        // as an attempt), not the worker or the rest of the batch.
+        let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, &request))
+            .catch_unwind()
+            .await;
+        let result = result.unwrap_or_else(|panic| Err(Panicked::error(&panic)));
         let outcome = match result {
             Ok(Decision::Done(booking)) => {
                 savepoint.commit().await?;
@@ -122,7 +130,7 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
             Err(e) if !is_statement_error(&e) => return Err(e),
             Err(e) => {
                 savepoint.rollback().await?;
-                transient(&row, &e, retries)
+                transient(&row, &e.to_string(), retries)
             }
         };
         outcomes.push(outcome);
@@ -150,7 +158,7 @@ fn failed(id: i64, code: &str, message: &str, retries: i32) -> Value {
 
 /// An unexpected error while processing one request: count the attempt, and
 /// retry after a backoff, or give up (`dead`) after `max_attempts`.
-fn transient(row: &Claimed, e: &sqlx::Error, retries: i32) -> Value {
+fn transient(row: &Claimed, e: &str, retries: i32) -> Value {
     let attempts = row.attempts + 1;
     let message = format!("attempt {attempts} of {}: {e}", row.max_attempts);
     if attempts >= row.max_attempts {
@@ -166,6 +174,22 @@ fn transient(row: &Claimed, e: &sqlx::Error, retries: i32) -> Value {
     tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
     json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
            "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})
+}
+
+/// A panic caught while processing one request, carried as an error.
+#[derive(Debug, thiserror::Error)]
+#[error("panicked: {0}")]
+struct Panicked(String);
+
+impl Panicked {
+    fn error(panic: &Box<dyn std::any::Any + Send>) -> sqlx::Error {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        sqlx::Error::Decode(Box::new(Panicked(message)))
+    }
 }
 
 /// A database error raised by one statement (the transaction can roll back to

@@ -9,12 +9,14 @@
 //! - [`allocate`]: one request's seat changes (all-or-nothing, never waiting
 //!   on a row lock);
 //! - [`sweeper`]: active expiry of lapsed holds;
-//! - [`retry`]: jittered exponential backoff.
+//! - [`retry`]: jittered exponential backoff;
+//! - [`fault`]: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
 //!
 //! SQL lives in the shared `seatq` crate ([`seatq::sql`]).
 
 pub mod allocate;
 pub mod batch;
+pub mod fault;
 pub mod retry;
 pub mod sweeper;
 pub mod worker;

@@ -9,4 +9,5 @@ pub mod bookings;
 pub mod expiry;
 pub mod inventory;
 pub mod queue;
+pub mod schema;
 pub mod stats;

@@ -1,0 +1,35 @@
+//! Fault injection for tests: with `SEATQ_FAULT_INJECTION=1` in the worker's
+//! environment, a hold or book whose customer is `fault:panic` panics while
+//! being processed, and one whose customer is `fault:error` fails with an
+//! unexpected error. Without the variable, such customers are ordinary names.
+
+use std::sync::OnceLock;
+
+use seatq::request::Request;
+
+/// A fault to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Panic,
+    Error,
+}
+
+fn enabled() -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("SEATQ_FAULT_INJECTION").is_some_and(|v| v == "1"))
+}
+
+/// The fault this request asks for, if fault injection is on.
+pub fn injected(request: &Request) -> Option<Fault> {
+    let (Request::Hold(r) | Request::Book(r)) = request else {
+        return None;
+    };
+    if !enabled() {
+        return None;
+    }
+    match r.customer.as_str() {
+        "fault:panic" => Some(Fault::Panic),
+        "fault:error" => Some(Fault::Error),
+        _ => None,
+    }
+}

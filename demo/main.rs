@@ -47,27 +47,15 @@ async fn run() -> anyhow::Result<bool> {
     let stamp = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S%.3f");
     let mut flights = Vec::new();
     for k in 1..=FLIGHTS {
-        flights.push(
-            client
-                .add_event(&format!("Demo {stamp} flight {k}"), SEATS, 6)
-                .await?,
-        );
+        flights.push(client.add_event(&format!("Demo {stamp} flight {k}"), SEATS, 6).await?);
     }
-    println!(
-        "seeded {FLIGHTS} flights of {SEATS} seats (ids {flights:?}): class 1 = seats 1-19, 2 = 20-49, 3 = 50+"
-    );
+    println!("seeded {FLIGHTS} flights of {SEATS} seats (ids {flights:?}): class 1 = seats 1-19, 2 = 20-49, 3 = 50+");
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
-    let config = Config {
-        concurrency: 2,
-        sweep_interval: Duration::from_millis(250),
-        ..Config::default()
-    };
+    let config = Config { concurrency: 2, sweep_interval: Duration::from_millis(250), ..Config::default() };
     for _ in 0..WORKER_PROCESSES {
-        let worker = Worker::connect(&url, config.clone())
-            .await
-            .context("starting a worker")?;
+        let worker = Worker::connect(&url, config.clone()).await.context("starting a worker")?;
         let token = shutdown.clone();
         tracker.spawn(async move { worker.run(token).await });
     }
@@ -81,14 +69,9 @@ async fn run() -> anyhow::Result<bool> {
     let batch = rush(&mut rng, &flights);
     let started = Instant::now();
     let mut all_ids = enqueue(&client, &batch).await?;
-    client
-        .wait_all(&all_ids, Some(Duration::from_secs(300)))
-        .await?;
+    client.wait_all(&all_ids, Some(Duration::from_secs(300))).await?;
     let rush_secs = started.elapsed().as_secs_f64();
-    println!(
-        "\n1. rush: {} requests enqueued and finished in {rush_secs:.2}s",
-        batch.len()
-    );
+    println!("\n1. rush: {} requests enqueued and finished in {rush_secs:.2}s", batch.len());
 
     // Phase 2: checkout. Each held party confirms, cancels or walks away.
     let mut checkout = Vec::new();
@@ -98,18 +81,12 @@ async fn run() -> anyhow::Result<bool> {
         let Some(b) = r.booking().filter(|b| b.state == "held") else {
             continue;
         };
-        let own = BookingRef {
-            booking: b.booking,
-            customer: b.customer.clone(),
-        };
+        let own = BookingRef { booking: b.booking, customer: b.customer.clone() };
         match rng.u8(0..100) {
             0..60 => checkout.push(NewRequest::from(Request::Confirm(own))),
             60..80 => checkout.push(NewRequest::from(Request::Cancel(own))),
             80..85 => {
-                let stranger = BookingRef {
-                    booking: b.booking,
-                    customer: "mallory".into(),
-                };
+                let stranger = BookingRef { booking: b.booking, customer: "mallory".into() };
                 checkout.push(NewRequest::from(Request::Cancel(stranger)));
                 abandoned.push(own);
             }
@@ -117,34 +94,17 @@ async fn run() -> anyhow::Result<bool> {
         }
     }
     let ids = enqueue(&client, &checkout).await?;
-    client
-        .wait_all(&ids, Some(Duration::from_secs(300)))
-        .await?;
+    client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
     all_ids.extend(&ids);
-    println!(
-        "2. checkout: {} confirms and cancels ({} by the wrong customer)",
-        ids.len(),
-        {
-            checkout
-                .iter()
-                .filter(|n| matches!(&n.request, Request::Cancel(b) if b.customer == "mallory"))
-                .count()
-        }
-    );
+    println!("2. checkout: {} confirms and cancels ({} by the wrong customer)", ids.len(), {
+        checkout.iter().filter(|n| matches!(&n.request, Request::Cancel(b) if b.customer == "mallory")).count()
+    });
 
     // Phase 3: abandoned holds lapse; late confirms are refused, the sweeper frees the seats.
-    tokio::time::sleep(Duration::from_secs(u64::from(HOLD_SECS)) + Duration::from_millis(600))
-        .await;
-    let late: Vec<NewRequest> = abandoned
-        .iter()
-        .take(5)
-        .cloned()
-        .map(|b| Request::Confirm(b).into())
-        .collect();
+    tokio::time::sleep(Duration::from_secs(u64::from(HOLD_SECS)) + Duration::from_millis(600)).await;
+    let late: Vec<NewRequest> = abandoned.iter().take(5).cloned().map(|b| Request::Confirm(b).into()).collect();
     let ids = enqueue(&client, &late).await?;
-    client
-        .wait_all(&ids, Some(Duration::from_secs(300)))
-        .await?;
+    client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
     all_ids.extend(&ids);
     println!(
         "3. expiry: {} holds abandoned; {} late confirms after the {HOLD_SECS}s window",
@@ -188,11 +148,7 @@ fn rush(rng: &mut fastrand::Rng, flights: &[i64]) -> Vec<NewRequest> {
         for _ in 0..40 {
             // Window seats of the front rows are popular: collisions are likely.
             let first = 6 * rng.i32(0..12) + 1;
-            let seats = if rng.bool() {
-                vec![first]
-            } else {
-                vec![first, first + 1]
-            };
+            let seats = if rng.bool() { vec![first] } else { vec![first, first + 1] };
             batch.push(Request::Book(SeatRequest::named(flight, seats, next())).into());
         }
         for _ in 0..60 {
@@ -235,10 +191,7 @@ async fn report(
     let mut seen = std::collections::HashSet::new();
     for id in ids {
         let r = client.status(*id).await?;
-        let outcome = r
-            .error_code
-            .clone()
-            .unwrap_or_else(|| r.status.as_str().to_string());
+        let outcome = r.error_code.clone().unwrap_or_else(|| r.status.as_str().to_string());
         if !seen.insert((r.kind.clone(), outcome.clone())) {
             continue;
         }
@@ -267,10 +220,7 @@ async fn report(
         ms(latency.p99),
         ms(latency.max)
     );
-    println!(
-        "rush throughput: {:.0} requests/s",
-        rush_len as f64 / rush_secs
-    );
+    println!("rush throughput: {:.0} requests/s", rush_len as f64 / rush_secs);
 
     println!("\nseats per flight (held = live holds; lapsed = expired, not yet swept):");
     let mut taken = 0;
@@ -293,18 +243,9 @@ async fn report(
     }
     let violations = client.check_invariants(false).await?;
     println!("\ninvariants:");
-    println!(
-        "  every demo request finished exactly once: {}",
-        pass(unfinished == 0)
-    );
-    println!(
-        "  seats taken {taken} = seats granted to live bookings {granted}: {}",
-        pass(taken == granted)
-    );
-    println!(
-        "  no seat in two bookings, every booking backed by its outcome: {}",
-        pass(violations.is_empty())
-    );
+    println!("  every demo request finished exactly once: {}", pass(unfinished == 0));
+    println!("  seats taken {taken} = seats granted to live bookings {granted}: {}", pass(taken == granted));
+    println!("  no seat in two bookings, every booking backed by its outcome: {}", pass(violations.is_empty()));
     for v in &violations {
         println!("    {}: {}", v.violation, v.detail);
     }

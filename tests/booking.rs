@@ -22,12 +22,7 @@ async fn seat_state(db: &TestDb, event: i64, seat: i32) -> String {
 }
 
 fn seats_of(r: &seatq::RequestRecord) -> Vec<i32> {
-    r.booking()
-        .expect("a booking result")
-        .seats
-        .iter()
-        .map(|s| s.seat)
-        .collect()
+    r.booking().expect("a booking result").seats.iter().map(|s| s.seat).collect()
 }
 
 #[tokio::test]
@@ -38,18 +33,11 @@ async fn hold_takes_the_cheapest_seats_and_reports_them() {
     assert_eq!(r.status, Status::Succeeded, "{r:?}");
     let b = r.booking().unwrap();
     assert_eq!(seats_of(&r), vec![56, 57, 58]);
-    assert!(
-        b.seats
-            .iter()
-            .all(|s| s.class == 3 && s.price_cents == 12000)
-    );
+    assert!(b.seats.iter().all(|s| s.class == 3 && s.price_cents == 12000));
     assert_eq!(b.total_cents, 36000);
     assert_eq!(b.state, "held");
     let left = (b.held_until.unwrap() - Utc::now()).num_seconds();
-    assert!(
-        (590..=600).contains(&left),
-        "default hold is 10 minutes, {left}s left"
-    );
+    assert!((590..=600).contains(&left), "default hold is 10 minutes, {left}s left");
     assert_eq!(seat_state(&db, ev, 56).await, "held");
     db.assert_invariants(true).await;
     db.close().await;
@@ -74,25 +62,15 @@ async fn book_confirms_at_once() {
 async fn named_seats_are_all_or_nothing() {
     let db = TestDb::new().await;
     let ev = event(&db).await;
-    let r = db
-        .run(Request::Book(SeatRequest::named(ev, vec![2, 3], "bob")))
-        .await;
+    let r = db.run(Request::Book(SeatRequest::named(ev, vec![2, 3], "bob"))).await;
     assert_eq!(seats_of(&r), vec![2, 3]);
 
-    let r = db
-        .run(Request::Hold(SeatRequest::named(ev, vec![3, 4], "cat")))
-        .await;
+    let r = db.run(Request::Hold(SeatRequest::named(ev, vec![3, 4], "cat"))).await;
     assert_eq!(code(&r), "seats_taken");
     assert!(r.error_message.as_deref().unwrap().contains('3'), "{r:?}");
-    assert_eq!(
-        seat_state(&db, ev, 4).await,
-        "available",
-        "nothing taken when one named seat is not free"
-    );
+    assert_eq!(seat_state(&db, ev, 4).await, "available", "nothing taken when one named seat is not free");
 
-    let r = db
-        .run(Request::Book(SeatRequest::named(ev, vec![4, 61], "cat")))
-        .await;
+    let r = db.run(Request::Book(SeatRequest::named(ev, vec![4, 61], "cat"))).await;
     assert_eq!(code(&r), "unknown_seat");
     assert!(r.error_message.as_deref().unwrap().contains("61"), "{r:?}");
     assert_eq!(seat_state(&db, ev, 4).await, "available");
@@ -109,20 +87,13 @@ async fn together_seats_a_party_side_by_side_or_fails_clearly() {
     let done = db.run(Request::Hold(r)).await;
     let seats = done.booking().unwrap().seats;
     assert_eq!(seats.len(), 4);
-    assert!(
-        seats.iter().all(|s| s.row == seats[0].row),
-        "one row: {seats:?}"
-    );
-    assert!(
-        seats.windows(2).all(|w| w[1].pos == w[0].pos + 1),
-        "adjacent: {seats:?}"
-    );
+    assert!(seats.iter().all(|s| s.row == seats[0].row), "one row: {seats:?}");
+    assert!(seats.windows(2).all(|w| w[1].pos == w[0].pos + 1), "adjacent: {seats:?}");
 
     // Twelve seats in two rows of six; taking the third seat of each row
     // leaves runs of at most three.
     let small = db.client.add_event("Small", 12, 6).await.unwrap();
-    db.run(Request::Book(SeatRequest::named(small, vec![3, 9], "eve")))
-        .await;
+    db.run(Request::Book(SeatRequest::named(small, vec![3, 9], "eve"))).await;
     let mut four = hold(small, 1, 4, "fay");
     four.together = true;
     let r = db.run(Request::Book(four)).await;
@@ -143,15 +114,8 @@ async fn sold_out_unless_partial() {
 
     let r = db.run(Request::Book(hold(ev, 1, 5, "b"))).await;
     assert_eq!(code(&r), "sold_out");
-    assert!(
-        r.error_message.as_deref().unwrap().starts_with("3 seat(s)"),
-        "{r:?}"
-    );
-    assert_eq!(
-        db.seats_taken(ev).await,
-        2,
-        "a group never gets fewer seats than it asked for"
-    );
+    assert!(r.error_message.as_deref().unwrap().starts_with("3 seat(s)"), "{r:?}");
+    assert_eq!(db.seats_taken(ev).await, 2, "a group never gets fewer seats than it asked for");
 
     let mut partial = hold(ev, 1, 5, "c");
     partial.partial = true;
@@ -160,10 +124,7 @@ async fn sold_out_unless_partial() {
 
     let r = db.run(Request::Hold(partial)).await;
     assert_eq!(code(&r), "sold_out");
-    assert!(
-        r.error_message.as_deref().unwrap().starts_with("0 seat(s)"),
-        "{r:?}"
-    );
+    assert!(r.error_message.as_deref().unwrap().starts_with("0 seat(s)"), "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 5);
     db.assert_invariants(true).await;
     db.close().await;
@@ -173,26 +134,14 @@ async fn sold_out_unless_partial() {
 async fn confirm_and_cancel_are_owner_checked() {
     let db = TestDb::new().await;
     let ev = event(&db).await;
-    let booking = db
-        .run(Request::Hold(hold(ev, 2, 2, "ann")))
-        .await
-        .booking()
-        .unwrap()
-        .booking;
-    let by = |customer: &str| BookingRef {
-        booking,
-        customer: customer.into(),
-    };
+    let booking = db.run(Request::Hold(hold(ev, 2, 2, "ann"))).await.booking().unwrap().booking;
+    let by = |customer: &str| BookingRef { booking, customer: customer.into() };
 
     let r = db.run(Request::Confirm(by("eve"))).await;
     assert_eq!(code(&r), "not_your_hold");
     let r = db.run(Request::Cancel(by("eve"))).await;
     assert_eq!(code(&r), "not_your_hold");
-    assert_eq!(
-        db.seats_taken(ev).await,
-        2,
-        "a stranger's cancel frees nothing"
-    );
+    assert_eq!(db.seats_taken(ev).await, 2, "a stranger's cancel frees nothing");
 
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(r.booking().unwrap().state, "booked");
@@ -208,12 +157,7 @@ async fn confirm_and_cancel_are_owner_checked() {
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(code(&r), "booking_cancelled");
 
-    let r = db
-        .run(Request::Confirm(BookingRef {
-            booking: 9999,
-            customer: "ann".into(),
-        }))
-        .await;
+    let r = db.run(Request::Confirm(BookingRef { booking: 9999, customer: "ann".into() })).await;
     assert_eq!(code(&r), "booking_not_found");
     db.assert_invariants(true).await;
     db.close().await;
@@ -227,19 +171,9 @@ async fn confirm_after_expiry_fails_with_hold_expired() {
     r.hold_seconds = Some(1);
     let booking = db.run(Request::Hold(r)).await.booking().unwrap().booking;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let r = db
-        .run(Request::Confirm(BookingRef {
-            booking,
-            customer: "ann".into(),
-        }))
-        .await;
+    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into() })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
-    let r = db
-        .run(Request::Cancel(BookingRef {
-            booking,
-            customer: "ann".into(),
-        }))
-        .await;
+    let r = db.run(Request::Cancel(BookingRef { booking, customer: "ann".into() })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 0);
     db.assert_invariants(true).await;
@@ -253,10 +187,7 @@ async fn unknown_event_and_unknown_kind() {
     assert_eq!(code(&r), "unknown_event");
     assert!(r.error_message.as_deref().unwrap().contains("404"));
 
-    let id: i64 = sqlx::query_scalar("SELECT seatq.enqueue('reserve', '{}')")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let id: i64 = sqlx::query_scalar("SELECT seatq.enqueue('reserve', '{}')").fetch_one(&db.pool).await.unwrap();
     db.drain().await;
     let r = db.client.status(id).await.unwrap();
     assert_eq!((r.status, code(&r)), (Status::Failed, "unknown_kind"));

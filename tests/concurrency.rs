@@ -32,28 +32,19 @@ fn mixed_requests(event: i64) -> Vec<NewRequest> {
             0..10 => r.partial = true,
             10..25 => r.together = true,
             25..40 => {
-                let mut seats: Vec<i32> =
-                    (0..rng.usize(1..=3)).map(|_| rng.i32(1..=SEATS)).collect();
+                let mut seats: Vec<i32> = (0..rng.usize(1..=3)).map(|_| rng.i32(1..=SEATS)).collect();
                 seats.sort_unstable();
                 seats.dedup();
                 r = SeatRequest::named(event, seats, customer);
             }
             _ => {}
         }
-        out.push(NewRequest::from(if rng.bool() {
-            Request::Hold(r)
-        } else {
-            Request::Book(r)
-        }));
+        out.push(NewRequest::from(if rng.bool() { Request::Hold(r) } else { Request::Book(r) }));
     }
     for class in [1, 2, 3] {
         for n in 0..34 {
             let r = SeatRequest::new(event, class, 1, format!("single{class}-{n}"));
-            out.push(NewRequest {
-                request: Request::Book(r),
-                idempotency_key: None,
-                priority: -1,
-            });
+            out.push(NewRequest { request: Request::Book(r), idempotency_key: None, priority: -1 });
         }
     }
     out.truncate(REQUESTS);
@@ -65,20 +56,13 @@ async fn eight_workers_two_thousand_requests_one_event() {
     let db = TestDb::new().await;
     let event = db.client.add_event("Hot", SEATS, 6).await.unwrap();
     let batch = mixed_requests(event);
-    let config = Config {
-        concurrency: 1,
-        batch_size: 10,
-        ..Config::default()
-    };
+    let config = Config { concurrency: 1, batch_size: 10, ..Config::default() };
     let workers = Running::start(&db, WORKERS, config).await;
     let mut ids = Vec::with_capacity(batch.len());
     for chunk in batch.chunks(250) {
         ids.extend(db.client.enqueue_many(chunk).await.unwrap());
     }
-    db.client
-        .wait_all(&ids, Some(Duration::from_secs(600)))
-        .await
-        .expect("every request finishes");
+    db.client.wait_all(&ids, Some(Duration::from_secs(600))).await.expect("every request finishes");
     workers.stop().await;
 
     let mut codes: HashMap<String, usize> = HashMap::new();
@@ -89,22 +73,13 @@ async fn eight_workers_two_thousand_requests_one_event() {
         assert!(r.status.is_terminal(), "{r:?}");
         contention += r.contention_retries;
         *codes.entry(code(&r).to_string()).or_default() += 1;
-        let (Request::Hold(want) | Request::Book(want)) = &new.request else {
-            unreachable!()
-        };
+        let (Request::Hold(want) | Request::Book(want)) = &new.request else { unreachable!() };
         if r.status == Status::Succeeded {
             let seats = r.booking().unwrap().seats;
             if want.partial {
-                assert!(
-                    !seats.is_empty() && seats.len() as u32 <= want.party_size(),
-                    "{r:?}"
-                );
+                assert!(!seats.is_empty() && seats.len() as u32 <= want.party_size(), "{r:?}");
             } else {
-                assert_eq!(
-                    seats.len() as u32,
-                    want.party_size(),
-                    "a party gets all its seats: {r:?}"
-                );
+                assert_eq!(seats.len() as u32, want.party_size(), "a party gets all its seats: {r:?}");
             }
             if !want.seats.is_empty() {
                 assert_eq!(seats.iter().map(|s| s.seat).collect::<Vec<_>>(), want.seats);
@@ -114,27 +89,13 @@ async fn eight_workers_two_thousand_requests_one_event() {
             }
         } else {
             let code = r.error_code.as_deref().unwrap();
-            assert!(
-                ["sold_out", "seats_taken", "no_adjacent_seats"].contains(&code),
-                "unexpected failure {r:?}"
-            );
+            assert!(["sold_out", "seats_taken", "no_adjacent_seats"].contains(&code), "unexpected failure {r:?}");
         }
     }
     println!("outcomes: {codes:?}; contention retries: {contention}");
-    assert!(
-        codes.get("sold_out").copied().unwrap_or(0) > 0,
-        "seats ran out, so some requests are sold_out"
-    );
-    assert_eq!(
-        granted.len() as i64,
-        SEATS as i64,
-        "the event sells out: {codes:?}"
-    );
-    assert_eq!(
-        db.seats_taken(event).await,
-        granted.len() as i64,
-        "seats taken = seats granted"
-    );
+    assert!(codes.get("sold_out").copied().unwrap_or(0) > 0, "seats ran out, so some requests are sold_out");
+    assert_eq!(granted.len() as i64, SEATS as i64, "the event sells out: {codes:?}");
+    assert_eq!(db.seats_taken(event).await, granted.len() as i64, "seats taken = seats granted");
     assert_eq!(db.seats_granted(event).await, granted.len() as i64);
     db.assert_invariants(true).await;
     db.close().await;

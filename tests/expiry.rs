@@ -12,11 +12,7 @@ use seatq_worker::{Config, sweeper};
 async fn short_hold(db: &TestDb, event: i64, party: u32) -> i64 {
     let mut r = hold(event, 1, party, "ann");
     r.hold_seconds = Some(1);
-    db.run(Request::Hold(r))
-        .await
-        .booking()
-        .expect("held")
-        .booking
+    db.run(Request::Hold(r)).await.booking().expect("held").booking
 }
 
 async fn states(db: &TestDb, event: i64) -> Vec<String> {
@@ -36,21 +32,12 @@ async fn a_lapsed_hold_is_free_before_any_sweep() {
     assert_eq!(code(&r), "sold_out", "the hold is still live");
 
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(
-        states(&db, ev).await,
-        ["held", "held"],
-        "no sweeper has run"
-    );
+    assert_eq!(states(&db, ev).await, ["held", "held"], "no sweeper has run");
     let r = db.run(Request::Book(hold(ev, 1, 2, "bob"))).await;
     assert_eq!(r.booking().expect("booked").seats.len(), 2, "{r:?}");
     assert_eq!(states(&db, ev).await, ["booked", "booked"]);
 
-    let r = db
-        .run(Request::Confirm(BookingRef {
-            booking,
-            customer: "ann".into(),
-        }))
-        .await;
+    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into() })).await;
     assert_eq!(code(&r), "hold_expired");
     db.assert_invariants(true).await;
     db.close().await;
@@ -61,31 +48,13 @@ async fn the_sweeper_frees_lapsed_holds() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("Four seats", 4, 6).await.unwrap();
     let lapsing = short_hold(&db, ev, 2).await;
-    let live = db
-        .run(Request::Hold(hold(ev, 1, 1, "cat")))
-        .await
-        .booking()
-        .unwrap()
-        .booking;
-    assert_eq!(
-        sweeper::sweep(&db.pool).await.unwrap(),
-        sweeper::Swept::default(),
-        "nothing lapsed yet"
-    );
+    let live = db.run(Request::Hold(hold(ev, 1, 1, "cat"))).await.booking().unwrap().booking;
+    assert_eq!(sweeper::sweep(&db.pool).await.unwrap(), sweeper::Swept::default(), "nothing lapsed yet");
 
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let swept = sweeper::sweep(&db.pool).await.unwrap();
-    assert_eq!(
-        swept,
-        sweeper::Swept {
-            seats: 2,
-            bookings: 1
-        }
-    );
-    assert_eq!(
-        states(&db, ev).await,
-        ["available", "available", "held", "available"]
-    );
+    assert_eq!(swept, sweeper::Swept { seats: 2, bookings: 1 });
+    assert_eq!(states(&db, ev).await, ["available", "available", "held", "available"]);
     let state: Vec<String> =
         sqlx::query_scalar("SELECT state::text FROM seatq.bookings WHERE id = ANY($1) ORDER BY id")
             .bind(vec![lapsing, live])
@@ -102,10 +71,7 @@ async fn a_running_worker_sweeps_by_itself() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("Three seats", 3, 6).await.unwrap();
     short_hold(&db, ev, 3).await;
-    let config = Config {
-        sweep_interval: Duration::from_millis(100),
-        ..Config::default()
-    };
+    let config = Config { sweep_interval: Duration::from_millis(100), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;
     let mut freed = false;
     for _ in 0..600 {
@@ -116,11 +82,7 @@ async fn a_running_worker_sweeps_by_itself() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     workers.stop().await;
-    assert!(
-        freed,
-        "the worker's sweeper never freed the lapsed hold: {:?}",
-        states(&db, ev).await
-    );
+    assert!(freed, "the worker's sweeper never freed the lapsed hold: {:?}", states(&db, ev).await);
     db.assert_invariants(true).await;
     db.close().await;
 }

@@ -93,10 +93,7 @@ fn price_of(seat: i32) -> i32 {
 
 impl Model {
     fn new() -> Model {
-        Model {
-            owner: vec![None; SEATS + 1],
-            bookings: Vec::new(),
-        }
+        Model { owner: vec![None; SEATS + 1], bookings: Vec::new() }
     }
 
     fn is_free(&self, seat: i32) -> bool {
@@ -109,14 +106,12 @@ impl Model {
     /// The state each seat shows in the database: available, held, lapsed, booked.
     fn seat_states(&self) -> Vec<String> {
         (1..=SEATS as i32)
-            .map(
-                |s| match self.owner[s as usize].map(|b| &self.bookings[b]) {
-                    None => "available".into(),
-                    Some(b) if b.state == BState::Booked => "booked".into(),
-                    Some(b) if b.lapsed => "lapsed".into(),
-                    Some(_) => "held".into(),
-                },
-            )
+            .map(|s| match self.owner[s as usize].map(|b| &self.bookings[b]) {
+                None => "available".into(),
+                Some(b) if b.state == BState::Booked => "booked".into(),
+                Some(b) if b.lapsed => "lapsed".into(),
+                Some(_) => "held".into(),
+            })
             .collect()
     }
 
@@ -126,20 +121,12 @@ impl Model {
             self.owner[*s as usize] = Some(index);
         }
         let state = if hold { BState::Held } else { BState::Booked };
-        self.bookings.push(Booking {
-            id,
-            customer,
-            state,
-            lapsed: false,
-            seats,
-        });
+        self.bookings.push(Booking { id, customer, state, lapsed: false, seats });
     }
 
     /// The expected outcome: Ok(seats) or Err(code).
     fn take(&self, class: i16, party: u32, partial: bool) -> Result<Vec<i32>, &'static str> {
-        let mut free: Vec<i32> = (1..=SEATS as i32)
-            .filter(|s| class_of(*s) == class && self.is_free(*s))
-            .collect();
+        let mut free: Vec<i32> = (1..=SEATS as i32).filter(|s| class_of(*s) == class && self.is_free(*s)).collect();
         free.sort_by_key(|s| (price_of(*s), *s));
         if free.len() >= party as usize {
             free.truncate(party as usize);
@@ -151,11 +138,7 @@ impl Model {
     }
 
     fn named(&self, seats: &[i32]) -> Result<Vec<i32>, &'static str> {
-        if seats.iter().all(|s| self.is_free(*s)) {
-            Ok(seats.to_vec())
-        } else {
-            Err("seats_taken")
-        }
+        if seats.iter().all(|s| self.is_free(*s)) { Ok(seats.to_vec()) } else { Err("seats_taken") }
     }
 
     /// Confirm or cancel booking `b` for `customer`; the expected code.
@@ -220,70 +203,31 @@ async fn run_ops(ops: Vec<Op>) {
     for (step, op) in ops.iter().enumerate() {
         let pick = |i: usize| (!model.bookings.is_empty()).then(|| i % model.bookings.len());
         match op {
-            Op::Take {
-                hold,
-                class,
-                party,
-                customer: c,
-                partial,
-            } => {
+            Op::Take { hold, class, party, customer: c, partial } => {
                 let mut r = SeatRequest::new(event, *class, *party, customer(*c));
                 r.partial = *partial;
                 let expected = model.take(*class, *party, *partial);
-                let done = db
-                    .run(if *hold {
-                        Request::Hold(r)
-                    } else {
-                        Request::Book(r)
-                    })
-                    .await;
+                let done = db.run(if *hold { Request::Hold(r) } else { Request::Book(r) }).await;
                 check_take(&mut model, &done, expected, *c, *hold, step, op);
             }
-            Op::Named {
-                hold,
-                seats,
-                customer: c,
-            } => {
+            Op::Named { hold, seats, customer: c } => {
                 let r = SeatRequest::named(event, seats.clone(), customer(*c));
                 let expected = model.named(seats);
-                let done = db
-                    .run(if *hold {
-                        Request::Hold(r)
-                    } else {
-                        Request::Book(r)
-                    })
-                    .await;
+                let done = db.run(if *hold { Request::Hold(r) } else { Request::Book(r) }).await;
                 check_take(&mut model, &done, expected, *c, *hold, step, op);
             }
-            Op::Confirm {
-                booking,
-                customer: c,
-            }
-            | Op::Cancel {
-                booking,
-                customer: c,
-            } => {
+            Op::Confirm { booking, customer: c } | Op::Cancel { booking, customer: c } => {
                 let confirm = matches!(op, Op::Confirm { .. });
                 let (id, expected) = match pick(*booking) {
                     Some(b) => (model.bookings[b].id, model.settle(b, *c, confirm)),
                     None => (i64::MAX, "booking_not_found"),
                 };
-                let r = BookingRef {
-                    booking: id,
-                    customer: customer(*c),
-                };
-                let done = db
-                    .run(if confirm {
-                        Request::Confirm(r)
-                    } else {
-                        Request::Cancel(r)
-                    })
-                    .await;
+                let r = BookingRef { booking: id, customer: customer(*c) };
+                let done = db.run(if confirm { Request::Confirm(r) } else { Request::Cancel(r) }).await;
                 assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
             }
             Op::Expire { booking } => {
-                if let Some(b) = pick(*booking).filter(|b| model.bookings[*b].state == BState::Held)
-                {
+                if let Some(b) = pick(*booking).filter(|b| model.bookings[*b].state == BState::Held) {
                     model.bookings[b].lapsed = true;
                     let id = model.bookings[b].id;
                     sqlx::query(
@@ -302,11 +246,7 @@ async fn run_ops(ops: Vec<Op>) {
                 model.sweep();
             }
         }
-        assert_eq!(
-            db_seat_states(&db, event).await,
-            model.seat_states(),
-            "seats after step {step} {op:?}"
-        );
+        assert_eq!(db_seat_states(&db, event).await, model.seat_states(), "seats after step {step} {op:?}");
         db.assert_invariants(true).await;
     }
     db.close().await;
@@ -323,11 +263,7 @@ fn check_take(
 ) {
     match expected {
         Ok(seats) => {
-            assert_eq!(
-                done.status,
-                Status::Succeeded,
-                "step {step} {op:?}: {done:?}"
-            );
+            assert_eq!(done.status, Status::Succeeded, "step {step} {op:?}: {done:?}");
             let b = done.booking().unwrap();
             let got: Vec<i32> = b.seats.iter().map(|s| s.seat).collect();
             assert_eq!(got, seats, "step {step} {op:?}: seats");

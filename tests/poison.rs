@@ -22,10 +22,7 @@ async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
         .collect();
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     // Two attempts, then dead; retry delays are skipped by moving run_at.
-    sqlx::query("UPDATE seatq.requests SET max_attempts = 2")
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    sqlx::query("UPDATE seatq.requests SET max_attempts = 2").execute(&db.pool).await.unwrap();
     for _ in 0..3 {
         db.drain().await;
         sqlx::query("UPDATE seatq.requests SET run_at = now() WHERE status = 'queued'")
@@ -36,10 +33,7 @@ async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
     db.drain().await;
 
     let records = records_of(&db, &ids).await;
-    let outcomes: Vec<(&str, Status, i32)> = records
-        .iter()
-        .map(|r| (code(r), r.status, r.attempts))
-        .collect();
+    let outcomes: Vec<(&str, Status, i32)> = records.iter().map(|r| (code(r), r.status, r.attempts)).collect();
     assert_eq!(
         outcomes,
         [
@@ -50,42 +44,15 @@ async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
             ("succeeded", Status::Succeeded, 0),
         ]
     );
-    assert!(
-        records[1]
-            .error_message
-            .as_deref()
-            .unwrap()
-            .contains("panicked"),
-        "{:?}",
-        records[1]
-    );
-    assert!(
-        records[3]
-            .error_message
-            .as_deref()
-            .unwrap()
-            .contains("injected fault"),
-        "{:?}",
-        records[3]
-    );
+    assert!(records[1].error_message.as_deref().unwrap().contains("panicked"), "{:?}", records[1]);
+    assert!(records[3].error_message.as_deref().unwrap().contains("injected fault"), "{:?}", records[3]);
     assert_eq!(db.seats_taken(ev).await, 3, "a dead request takes no seats");
     db.assert_invariants(true).await;
 
     // The worker is still alive and well: it takes new work.
-    let id = db
-        .client
-        .enqueue(Request::Book(hold(ev, 3, 2, "dan")))
-        .await
-        .unwrap();
+    let id = db.client.enqueue(Request::Book(hold(ev, 3, 2, "dan"))).await.unwrap();
     db.drain().await;
-    assert_eq!(
-        db.client
-            .wait(id, Some(Duration::from_secs(30)))
-            .await
-            .unwrap()
-            .status,
-        Status::Succeeded
-    );
+    assert_eq!(db.client.wait(id, Some(Duration::from_secs(30))).await.unwrap().status, Status::Succeeded);
     db.close().await;
 }
 

@@ -12,28 +12,15 @@ use seatq_worker::Config;
 async fn enqueue_with_the_same_key_returns_the_first_request() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
-    let new = NewRequest {
-        request: Request::Book(hold(ev, 1, 2, "ann")),
-        idempotency_key: Some("k1".into()),
-        priority: 0,
-    };
+    let new =
+        NewRequest { request: Request::Book(hold(ev, 1, 2, "ann")), idempotency_key: Some("k1".into()), priority: 0 };
     let first = db.client.enqueue(new.clone()).await.unwrap();
     let again = db.client.enqueue(new.clone()).await.unwrap();
     assert_eq!(first, again);
     // The SQL interface behaves the same, even with another payload.
-    let by_sql: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', '{}', 'k1')")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let by_sql: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', '{}', 'k1')").fetch_one(&db.pool).await.unwrap();
     assert_eq!(by_sql, first);
-    let other = db
-        .client
-        .enqueue(NewRequest {
-            idempotency_key: Some("k2".into()),
-            ..new
-        })
-        .await
-        .unwrap();
+    let other = db.client.enqueue(NewRequest { idempotency_key: Some("k2".into()), ..new }).await.unwrap();
     assert_ne!(other, first);
 
     let batch = db
@@ -55,17 +42,10 @@ async fn enqueue_with_the_same_key_returns_the_first_request() {
     assert_eq!(batch[0], other);
     assert_ne!(batch[1], other);
 
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap();
     assert_eq!(rows, 3);
     db.drain().await;
-    assert_eq!(
-        db.seats_taken(ev).await,
-        2 + 2 + 1,
-        "each request booked once"
-    );
+    assert_eq!(db.seats_taken(ev).await, 2 + 2 + 1, "each request booked once");
     db.assert_invariants(true).await;
     db.close().await;
 }
@@ -76,24 +56,46 @@ async fn running_workers_wake_on_notify_and_wake_the_waiting_client() {
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
     // A poll interval far longer than the wait's timeout: only NOTIFY can
     // get the request processed in time.
-    let config = Config {
-        poll_interval: Duration::from_secs(3600),
-        ..Config::default()
-    };
+    let config = Config { poll_interval: Duration::from_secs(3600), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;
     tokio::time::sleep(Duration::from_millis(300)).await; // let the listener subscribe
-    let id = db
-        .client
-        .enqueue(Request::Hold(hold(ev, 1, 1, "ann")))
-        .await
-        .unwrap();
-    let r = db
-        .client
-        .wait(id, Some(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let id = db.client.enqueue(Request::Hold(hold(ev, 1, 1, "ann"))).await.unwrap();
+    let r = db.client.wait(id, Some(Duration::from_secs(60))).await.unwrap();
     assert_eq!(r.status, Status::Succeeded);
     workers.stop().await;
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn many_concurrent_waits_do_not_exhaust_the_clients_pool() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    // A client with a two-connection pool, and six callers waiting at once.
+    let small = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(db.options.clone())
+        .await
+        .unwrap();
+    let client = seatq::Client::from_pool(small);
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        ids.push(client.enqueue(Request::Book(hold(ev, 1, 1, &format!("c{n}")))).await.unwrap());
+    }
+    let waits: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let client = client.clone();
+            let id = *id;
+            tokio::spawn(async move { client.wait(id, Some(Duration::from_secs(60))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    db.drain().await;
+    for w in waits {
+        assert_eq!(w.await.unwrap().expect("wait").status, Status::Succeeded);
+    }
     db.assert_invariants(true).await;
     db.close().await;
 }

@@ -11,101 +11,60 @@ use sqlx::{Executor, Row};
 /// Create a login role in `group` (roles are server-wide: unique name).
 async fn login(db: &TestDb, group: &str) -> (String, PgPool) {
     let name = format!("{}_{}", db.name, group);
-    db.pool
-        .execute(sqlx::AssertSqlSafe(format!(
-            "CREATE ROLE \"{name}\" LOGIN IN ROLE {group}"
-        )))
-        .await
-        .unwrap();
-    let pool = PgPool::connect_with(db.options.clone().username(&name))
-        .await
-        .unwrap();
+    db.pool.execute(sqlx::AssertSqlSafe(format!("CREATE ROLE \"{name}\" LOGIN IN ROLE {group}"))).await.unwrap();
+    let pool = PgPool::connect_with(db.options.clone().username(&name)).await.unwrap();
     (name, pool)
 }
 
 async fn drop_login(db: &TestDb, name: &str, pool: PgPool) {
     pool.close().await;
-    db.pool
-        .execute(sqlx::AssertSqlSafe(format!("DROP ROLE \"{name}\"")))
-        .await
-        .unwrap();
+    db.pool.execute(sqlx::AssertSqlSafe(format!("DROP ROLE \"{name}\""))).await.unwrap();
 }
 
 fn denied(result: Result<sqlx::postgres::PgQueryResult, sqlx::Error>, what: &str) {
     let err = result.expect_err(what);
-    let code = err
-        .as_database_error()
-        .and_then(|e| e.code())
-        .map(|c| c.to_string());
-    assert_eq!(
-        code.as_deref(),
-        Some("42501"),
-        "{what}: expected permission denied, got {err}"
-    );
+    let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("42501"), "{what}: expected permission denied, got {err}");
 }
 
 #[tokio::test]
 async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
-    let theirs = db
-        .client
-        .enqueue(Request::Hold(hold(ev, 1, 2, "ann")))
-        .await
-        .unwrap();
+    let theirs = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
     db.drain().await;
 
     let (name, pool) = login(&db, "seatq_producer").await;
     // Enqueue through the client (which sees the schema is current and does
     // not try to migrate), by the function, and by a plain INSERT.
-    seatq::db::migrate(&pool)
-        .await
-        .expect("a current schema needs no migration rights");
+    seatq::db::migrate(&pool).await.expect("a current schema needs no migration rights");
     let producer = Client::from_pool(pool.clone());
-    let mine = producer
-        .enqueue(Request::Book(hold(ev, 1, 1, "bob")))
-        .await
-        .unwrap();
+    let mine = producer.enqueue(Request::Book(hold(ev, 1, 1, "bob"))).await.unwrap();
     let by_fn: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', $1)")
         .bind(serde_json::json!({"event": ev, "class": 1, "party": 1, "customer": "cat"}))
         .fetch_one(&pool)
         .await
         .unwrap();
-    sqlx::query("INSERT INTO seatq.requests (kind, payload) VALUES ('cancel', '{\"booking\": 1, \"customer\": \"x\"}')")
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "INSERT INTO seatq.requests (kind, payload) VALUES ('cancel', '{\"booking\": 1, \"customer\": \"x\"}')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     // It reads outcomes.
     let r = producer.status(theirs).await.unwrap();
     assert_eq!(r.status, Status::Succeeded);
 
     // And it can touch nothing else.
     denied(
-        sqlx::query(
-            "UPDATE seatq.seats SET state = 'available', booking_id = NULL, held_until = NULL",
-        )
-        .execute(&pool)
-        .await,
+        sqlx::query("UPDATE seatq.seats SET state = 'available', booking_id = NULL, held_until = NULL")
+            .execute(&pool)
+            .await,
         "update seats",
     );
-    denied(
-        sqlx::query("SELECT 1 FROM seatq.seats")
-            .execute(&pool)
-            .await,
-        "read seats",
-    );
-    denied(
-        sqlx::query("UPDATE seatq.bookings SET customer = 'mallory'")
-            .execute(&pool)
-            .await,
-        "update bookings",
-    );
-    denied(
-        sqlx::query("SELECT 1 FROM seatq.bookings")
-            .execute(&pool)
-            .await,
-        "read bookings",
-    );
+    denied(sqlx::query("SELECT 1 FROM seatq.seats").execute(&pool).await, "read seats");
+    denied(sqlx::query("UPDATE seatq.bookings SET customer = 'mallory'").execute(&pool).await, "update bookings");
+    denied(sqlx::query("SELECT 1 FROM seatq.bookings").execute(&pool).await, "read bookings");
     denied(
         sqlx::query("UPDATE seatq.requests SET status = 'failed', error_code = 'x' WHERE id = $1")
             .bind(theirs)
@@ -113,16 +72,13 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
             .await,
         "change another request's outcome",
     );
+    denied(sqlx::query("DELETE FROM seatq.requests").execute(&pool).await, "delete requests");
     denied(
-        sqlx::query("DELETE FROM seatq.requests")
-            .execute(&pool)
-            .await,
-        "delete requests",
-    );
-    denied(
-        sqlx::query("INSERT INTO seatq.requests (kind, payload, status, result) VALUES ('book', '{}', 'succeeded', '{}')")
-            .execute(&pool)
-            .await,
+        sqlx::query(
+            "INSERT INTO seatq.requests (kind, payload, status, result) VALUES ('book', '{}', 'succeeded', '{}')",
+        )
+        .execute(&pool)
+        .await,
         "insert a request with a made-up outcome",
     );
     denied(sqlx::query("INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, request_id) VALUES (1, 'x', 'booked', '{1}', 0, 1)").execute(&pool).await, "insert bookings");
@@ -132,10 +88,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     // What it enqueued is processed normally by a worker.
     db.drain().await;
     for id in [mine, by_fn] {
-        assert_eq!(
-            db.client.status(id).await.unwrap().status,
-            Status::Succeeded
-        );
+        assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
     }
     db.assert_invariants(true).await;
     db.close().await;
@@ -145,44 +98,19 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
 async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
-    let id = db
-        .client
-        .enqueue(Request::Hold(hold(ev, 1, 2, "ann")))
-        .await
-        .unwrap();
+    let id = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
 
     let (name, pool) = login(&db, "seatq_worker").await;
-    seatq_worker::Worker::new(pool.clone(), seatq_worker::Config::default())
-        .drain()
-        .await
-        .unwrap();
-    assert_eq!(
-        db.client.status(id).await.unwrap().status,
-        Status::Succeeded
-    );
+    seatq_worker::Worker::new(pool.clone(), seatq_worker::Config::default()).drain().await.unwrap();
+    assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
     seatq_worker::sweeper::sweep(&pool).await.unwrap();
-    let row = sqlx::query("SELECT count(*) AS n FROM seatq.check_invariants()")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let row = sqlx::query("SELECT count(*) AS n FROM seatq.check_invariants()").fetch_one(&pool).await.unwrap();
     assert_eq!(row.get::<i64, _>("n"), 0);
 
-    denied(
-        sqlx::query("DELETE FROM seatq.seats").execute(&pool).await,
-        "delete seats",
-    );
-    denied(
-        sqlx::query("INSERT INTO seatq.events (name) VALUES ('x')")
-            .execute(&pool)
-            .await,
-        "create events",
-    );
-    denied(
-        sqlx::query("DELETE FROM seatq.requests")
-            .execute(&pool)
-            .await,
-        "delete requests",
-    );
+    denied(sqlx::query("DELETE FROM seatq.seats").execute(&pool).await, "delete seats");
+    denied(sqlx::query("INSERT INTO seatq.events (name) VALUES ('x')").execute(&pool).await, "create events");
+    denied(sqlx::query("DELETE FROM seatq.bookings").execute(&pool).await, "delete bookings");
+    denied(sqlx::query("UPDATE seatq.events SET name = 'x'").execute(&pool).await, "rename events");
     drop_login(&db, &name, pool).await;
     db.close().await;
 }

@@ -49,19 +49,13 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |code: &str, reason: String| BadLine {
-            line: n + 1,
-            code: code.to_string(),
-            reason,
-        };
+        let bad = |code: &str, reason: String| BadLine { line: n + 1, code: code.to_string(), reason };
         match serde_json::from_str::<Line>(&line) {
             Err(e) => parsed.bad.push(bad("invalid_json", e.to_string())),
             Ok(l) => match Request::decode(&l.kind, &l.payload) {
-                Ok(request) => parsed.good.push(NewRequest {
-                    request,
-                    idempotency_key: l.idempotency_key,
-                    priority: l.priority,
-                }),
+                Ok(request) => {
+                    parsed.good.push(NewRequest { request, idempotency_key: l.idempotency_key, priority: l.priority })
+                }
                 Err(e) => parsed.bad.push(bad(e.code(), e.message)),
             },
         }

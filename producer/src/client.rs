@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
-use sqlx::postgres::{PgListener, PgPool, PgRow};
+use sqlx::postgres::{PgPool, PgRow};
 use tokio::time::Instant;
 
 use crate::outcome::{RequestRecord, Status};
@@ -30,11 +30,7 @@ pub struct NewRequest {
 
 impl From<Request> for NewRequest {
     fn from(request: Request) -> Self {
-        NewRequest {
-            request,
-            idempotency_key: None,
-            priority: 0,
-        }
+        NewRequest { request, idempotency_key: None, priority: 0 }
     }
 }
 
@@ -78,9 +74,7 @@ pub struct Client {
 impl Client {
     /// Connect to `url` (creating the database and applying migrations if needed).
     pub async fn connect(url: &str) -> Result<Client, Error> {
-        Ok(Client {
-            pool: db::connect(db::options(url)?, 4).await?,
-        })
+        Ok(Client { pool: db::connect(db::options(url)?, 4).await? })
     }
 
     /// Use an existing pool (migrations must already be applied).
@@ -115,14 +109,7 @@ impl Client {
         }
         let kinds: Vec<&str> = batch.iter().map(|n| n.request.kind()).collect();
         let payloads: Vec<Value> = batch.iter().map(|n| n.request.payload()).collect();
-        self.enqueue_raw(
-            &kinds,
-            &payloads,
-            batch
-                .iter()
-                .map(|n| (n.idempotency_key.clone(), n.priority)),
-        )
-        .await
+        self.enqueue_raw(&kinds, &payloads, batch.iter().map(|n| (n.idempotency_key.clone(), n.priority))).await
     }
 
     /// Enqueue requests exactly as given, unvalidated (the worker will fail
@@ -133,8 +120,7 @@ impl Client {
         payloads: &[Value],
         options: impl Iterator<Item = (Option<String>, i16)>,
     ) -> Result<Vec<i64>, Error> {
-        let (keys, priorities): (Vec<Option<String>>, Vec<i32>) =
-            options.map(|(k, p)| (k, i32::from(p))).unzip();
+        let (keys, priorities): (Vec<Option<String>>, Vec<i32>) = options.map(|(k, p)| (k, i32::from(p))).unzip();
         let ids = sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
             .bind(kinds)
             .bind(payloads)
@@ -147,21 +133,15 @@ impl Client {
 
     /// The request as it stands now.
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
-        let row = sqlx::query(sql::queue::GET_REQUEST)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| record(&r))
-            .transpose()?
-            .ok_or(Error::NotFound(id))
+        let row = sqlx::query(sql::queue::GET_REQUEST).bind(id).fetch_optional(&self.pool).await?;
+        row.map(|r| record(&r)).transpose()?.ok_or(Error::NotFound(id))
     }
 
     /// Wait until the request is finished, woken by NOTIFY with a fallback
     /// poll; `None` waits for ever.
     pub async fn wait(&self, id: i64, timeout: Option<Duration>) -> Result<RequestRecord, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(sql::queue::DONE_CHANNEL).await?;
+        let mut listener = db::listen(&self.pool, sql::queue::DONE_CHANNEL).await?;
         loop {
             // Read after LISTEN, so a finish between the two is not missed.
             let record = self.status(id).await?;
@@ -189,10 +169,7 @@ impl Client {
     pub async fn wait_all(&self, ids: &[i64], timeout: Option<Duration>) -> Result<(), Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            let left: i64 = sqlx::query_scalar(sql::queue::COUNT_UNFINISHED)
-                .bind(ids)
-                .fetch_one(&self.pool)
-                .await?;
+            let left: i64 = sqlx::query_scalar(sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(&self.pool).await?;
             if left == 0 {
                 return Ok(());
             }
@@ -206,71 +183,44 @@ impl Client {
 
     /// Queue depth, oldest queued age and seats by state.
     pub async fn stats(&self) -> Result<Stats, Error> {
-        let requests = sqlx::query_as(sql::stats::REQUESTS_BY_STATUS)
-            .fetch_all(&self.pool)
-            .await?;
-        let oldest_queued_secs = sqlx::query_scalar(sql::stats::OLDEST_QUEUED_AGE)
-            .fetch_one(&self.pool)
-            .await?;
-        let seats = sqlx::query_as(sql::stats::SEATS_BY_STATE)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(Stats {
-            requests: requests.into_iter().collect(),
-            oldest_queued_secs,
-            seats: seats.into_iter().collect(),
-        })
+        let requests = sqlx::query_as(sql::stats::REQUESTS_BY_STATUS).fetch_all(&self.pool).await?;
+        let oldest_queued_secs = sqlx::query_scalar(sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;
+        let seats = sqlx::query_as(sql::stats::SEATS_BY_STATE).fetch_all(&self.pool).await?;
+        Ok(Stats { requests: requests.into_iter().collect(), oldest_queued_secs, seats: seats.into_iter().collect() })
     }
 
     /// Outcome counts of these requests: (kind, status or error code, count).
     pub async fn outcomes(&self, ids: &[i64]) -> Result<Vec<(String, String, i64)>, Error> {
-        Ok(sqlx::query_as(sql::stats::OUTCOMES)
-            .bind(ids)
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(sqlx::query_as(sql::stats::OUTCOMES).bind(ids).fetch_all(&self.pool).await?)
     }
 
     /// Enqueue-to-outcome latency of these requests.
     pub async fn latency(&self, ids: &[i64]) -> Result<Latency, Error> {
-        Ok(sqlx::query_as(sql::stats::LATENCY)
-            .bind(ids)
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_as(sql::stats::LATENCY).bind(ids).fetch_one(&self.pool).await?)
     }
 
     /// Seats of one event by state.
     pub async fn event_seats(&self, event: i64) -> Result<BTreeMap<String, i64>, Error> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(sql::stats::EVENT_SEATS_BY_STATE)
-            .bind(event)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as(sql::stats::EVENT_SEATS_BY_STATE).bind(event).fetch_all(&self.pool).await?;
         Ok(rows.into_iter().collect())
     }
 
     /// Seats of an event taken: booked, or held and not lapsed.
     pub async fn seats_taken(&self, event: i64) -> Result<i64, Error> {
-        Ok(sqlx::query_scalar(sql::stats::SEATS_TAKEN)
-            .bind(event)
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(sql::stats::SEATS_TAKEN).bind(event).fetch_one(&self.pool).await?)
     }
 
     /// Seats of an event granted, by its live bookings' own seat lists. Equal
     /// to [`Client::seats_taken`] when the invariants hold.
     pub async fn seats_granted(&self, event: i64) -> Result<i64, Error> {
-        Ok(sqlx::query_scalar(sql::stats::SEATS_GRANTED)
-            .bind(event)
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(sql::stats::SEATS_GRANTED).bind(event).fetch_one(&self.pool).await?)
     }
 
     /// Every broken invariant; empty means healthy. With `drained`, a request
     /// still queued counts as a violation.
     pub async fn check_invariants(&self, drained: bool) -> Result<Vec<Violation>, Error> {
-        Ok(sqlx::query_as(sql::stats::CHECK_INVARIANTS)
-            .bind(drained)
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(sqlx::query_as(sql::stats::CHECK_INVARIANTS).bind(drained).fetch_all(&self.pool).await?)
     }
 
     /// Create (or find) an event by name and give it `seats` seats, `per_row`
@@ -278,16 +228,8 @@ impl Client {
     /// Idempotent. Returns the event id.
     pub async fn add_event(&self, name: &str, seats: i32, per_row: i32) -> Result<i64, Error> {
         let mut tx = self.pool.begin().await?;
-        let id: i64 = sqlx::query_scalar(sql::inventory::ADD_EVENT)
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
-        sqlx::query(sql::inventory::ADD_SEATS)
-            .bind(id)
-            .bind(seats)
-            .bind(per_row.max(1))
-            .execute(&mut *tx)
-            .await?;
+        let id: i64 = sqlx::query_scalar(sql::inventory::ADD_EVENT).bind(name).fetch_one(&mut *tx).await?;
+        sqlx::query(sql::inventory::ADD_SEATS).bind(id).bind(seats).bind(per_row.max(1)).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -311,11 +253,8 @@ fn record(row: &PgRow) -> Result<RequestRecord, Error> {
         payload: row.try_get("payload")?,
         idempotency_key: row.try_get("idempotency_key")?,
         priority: row.try_get("priority")?,
-        status: Status::parse(&status).ok_or_else(|| {
-            Error::Db(sqlx::Error::Decode(
-                format!("unknown request status {status:?}").into(),
-            ))
-        })?,
+        status: Status::parse(&status)
+            .ok_or_else(|| Error::Db(sqlx::Error::Decode(format!("unknown request status {status:?}").into())))?,
         attempts: row.try_get("attempts")?,
         contention_retries: row.try_get("contention_retries")?,
         run_at: row.try_get("run_at")?,

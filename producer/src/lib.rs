@@ -43,11 +43,8 @@ pub use request::{BookingRef, Request, RequestError, SeatRequest};
 /// `default`, e.g. `"info"`), as text or JSON lines.
 pub fn init_tracing(json: bool, default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx=warn")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx=warn")));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {

@@ -159,11 +159,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{} events of {seats} seats: ids {:?}", ids.len(), ids);
             }
         }
-        Command::Hold {
-            seats,
-            hold_seconds,
-            queue,
-        } => {
+        Command::Hold { seats, hold_seconds, queue } => {
             let mut r = seat_request(seats);
             r.hold_seconds = hold_seconds;
             return submit(&client, Request::Hold(r), queue, json).await;
@@ -172,17 +168,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return submit(&client, Request::Book(seat_request(seats)), queue, json).await;
         }
         Command::Confirm { booking, queue } => {
-            let r = BookingRef {
-                booking: booking.booking,
-                customer: booking.customer,
-            };
+            let r = BookingRef { booking: booking.booking, customer: booking.customer };
             return submit(&client, Request::Confirm(r), queue, json).await;
         }
         Command::Cancel { booking, queue } => {
-            let r = BookingRef {
-                booking: booking.booking,
-                customer: booking.customer,
-            };
+            let r = BookingRef { booking: booking.booking, customer: booking.customer };
             return submit(&client, Request::Cancel(r), queue, json).await;
         }
         Command::Enqueue { file, strict } => {
@@ -190,10 +180,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Status { id } => return Ok(show(&client.status(id).await?, json)),
         Command::Wait { id, timeout } => {
-            return Ok(show(
-                &client.wait(id, timeout.map(Duration::from_secs)).await?,
-                json,
-            ));
+            return Ok(show(&client.wait(id, timeout.map(Duration::from_secs)).await?, json));
         }
         Command::Stats => {
             let stats = client.stats().await?;
@@ -246,19 +233,8 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
 }
 
 /// Enqueue; print the id, or with --wait the outcome.
-async fn submit(
-    client: &Client,
-    request: Request,
-    q: QueueArgs,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let id = client
-        .enqueue(NewRequest {
-            request,
-            idempotency_key: q.key,
-            priority: q.priority,
-        })
-        .await?;
+async fn submit(client: &Client, request: Request, q: QueueArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let id = client.enqueue(NewRequest { request, idempotency_key: q.key, priority: q.priority }).await?;
     if q.wait {
         return Ok(show(&client.wait(id, None).await?, json));
     }
@@ -277,15 +253,8 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
     } else {
         let what = match (&r.status, r.booking()) {
             (Status::Succeeded, Some(b)) => {
-                let seats: Vec<String> = b
-                    .seats
-                    .iter()
-                    .map(|s| format!("{}(class {})", s.seat, s.class))
-                    .collect();
-                let until = b
-                    .held_until
-                    .map(|t| format!(", held until {}", t.to_rfc3339()))
-                    .unwrap_or_default();
+                let seats: Vec<String> = b.seats.iter().map(|s| format!("{}(class {})", s.seat, s.class)).collect();
+                let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
                 format!(
                     "booking {} {} for {}: seats {} total {}.{:02}{until}",
                     b.booking,
@@ -296,23 +265,10 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
                     b.total_cents % 100
                 )
             }
-            (Status::Queued, _) => format!(
-                "queued (attempts {}, run at {})",
-                r.attempts,
-                r.run_at.to_rfc3339()
-            ),
-            _ => format!(
-                "{}: {}",
-                r.error_code.as_deref().unwrap_or("?"),
-                r.error_message.as_deref().unwrap_or("")
-            ),
+            (Status::Queued, _) => format!("queued (attempts {}, run at {})", r.attempts, r.run_at.to_rfc3339()),
+            _ => format!("{}: {}", r.error_code.as_deref().unwrap_or("?"), r.error_message.as_deref().unwrap_or("")),
         };
-        println!(
-            "request {} ({}) {}: {what}",
-            r.id,
-            r.kind,
-            r.status.as_str()
-        );
+        println!("request {} ({}) {}: {what}", r.id, r.kind, r.status.as_str());
     }
     match r.status {
         Status::Failed | Status::Dead => ExitCode::FAILURE,
@@ -322,12 +278,7 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
 
 /// Validate every line first, then enqueue the good ones (none with
 /// `strict` if any is bad); report each bad line with its number and reason.
-async fn enqueue_file(
-    client: &Client,
-    file: &str,
-    strict: bool,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+async fn enqueue_file(client: &Client, file: &str, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
     let parsed = if file == "-" {
         seatq::bulk::parse(std::io::stdin().lock())
     } else {
@@ -350,25 +301,11 @@ async fn enqueue_file(
             .iter()
             .map(|b| serde_json::json!({"line": b.line, "code": b.code, "reason": b.reason}))
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({ "enqueued": ids, "bad_lines": bad })
-        );
+        println!("{}", serde_json::json!({ "enqueued": ids, "bad_lines": bad }));
     } else if strict && !parsed.bad.is_empty() {
-        println!(
-            "enqueued nothing: {} bad lines (--strict)",
-            parsed.bad.len()
-        );
+        println!("enqueued nothing: {} bad lines (--strict)", parsed.bad.len());
     } else {
-        println!(
-            "enqueued {} requests ({} bad lines skipped)",
-            ids.len(),
-            parsed.bad.len()
-        );
+        println!("enqueued {} requests ({} bad lines skipped)", ids.len(), parsed.bad.len());
     }
-    Ok(if parsed.bad.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(if parsed.bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -176,8 +176,6 @@ pub struct RequestRecord {
 impl RequestRecord {
     /// The typed result of a successful request.
     pub fn booking(&self) -> Option<BookingResult> {
-        self.result
-            .as_ref()
-            .and_then(|v| BookingResult::deserialize(v).ok())
+        self.result.as_ref().and_then(|v| BookingResult::deserialize(v).ok())
     }
 }

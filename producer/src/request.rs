@@ -115,10 +115,8 @@ impl Request {
         fn parse<T: for<'de> Deserialize<'de>>(payload: &Value) -> Result<T, RequestError> {
             // Validation passed, so this only fails on a disagreement between
             // the checks and the types: report it rather than panic.
-            T::deserialize(payload).map_err(|e| RequestError {
-                code: ErrorCode::InvalidRequest,
-                message: e.to_string(),
-            })
+            T::deserialize(payload)
+                .map_err(|e| RequestError { code: ErrorCode::InvalidRequest, message: e.to_string() })
         }
         Ok(match kind {
             "hold" => Request::Hold(parse(payload)?),
@@ -151,12 +149,7 @@ impl SeatRequest {
 
     /// A request for exactly these seat numbers.
     pub fn named(event: i64, seats: Vec<i32>, customer: impl Into<String>) -> Self {
-        SeatRequest {
-            class: None,
-            party: None,
-            seats,
-            ..SeatRequest::new(event, 0, 0, customer)
-        }
+        SeatRequest { class: None, party: None, seats, ..SeatRequest::new(event, 0, 0, customer) }
     }
 
     /// The number of seats wanted.
@@ -188,30 +181,10 @@ mod tests {
         let cases = [
             ("reserve", json!({}), "unknown_kind", "reserve"),
             ("hold", json!([1]), "wrong_type", "payload"),
-            (
-                "hold",
-                json!({"event": 1, "class": 1, "party": 3}),
-                "missing_field",
-                "customer",
-            ),
-            (
-                "book",
-                json!({"event": "x", "class": 1, "party": 1, "customer": "c"}),
-                "wrong_type",
-                "event",
-            ),
-            (
-                "book",
-                json!({"event": 1, "class": 1, "party": 1.5, "customer": "c"}),
-                "wrong_type",
-                "party",
-            ),
-            (
-                "book",
-                json!({"event": 1, "class": 1, "party": 10, "customer": "c"}),
-                "party_out_of_range",
-                "party",
-            ),
+            ("hold", json!({"event": 1, "class": 1, "party": 3}), "missing_field", "customer"),
+            ("book", json!({"event": "x", "class": 1, "party": 1, "customer": "c"}), "wrong_type", "event"),
+            ("book", json!({"event": 1, "class": 1, "party": 1.5, "customer": "c"}), "wrong_type", "party"),
+            ("book", json!({"event": 1, "class": 1, "party": 10, "customer": "c"}), "party_out_of_range", "party"),
             (
                 "hold",
                 json!({"event": 1, "class": 1, "party": 1, "customer": "c", "partal": true}),
@@ -230,75 +203,31 @@ mod tests {
                 "hold_time_out_of_range",
                 "hold_seconds",
             ),
-            (
-                "book",
-                json!({"event": 1, "seats": [3, 3], "customer": "c"}),
-                "duplicate_seat",
-                "3",
-            ),
+            ("book", json!({"event": 1, "seats": [3, 3], "customer": "c"}), "duplicate_seat", "3"),
             (
                 "book",
                 json!({"event": 1, "seats": (1..=10).collect::<Vec<_>>(), "customer": "c"}),
                 "too_many_seats",
                 "seats",
             ),
-            (
-                "book",
-                json!({"event": 1, "class": 1, "customer": "c"}),
-                "missing_field",
-                "party",
-            ),
-            (
-                "book",
-                json!({"event": 1, "party": 2, "customer": "c"}),
-                "missing_field",
-                "class",
-            ),
-            (
-                "book",
-                json!({"event": 1, "class": 1, "party": 2, "customer": " "}),
-                "invalid_request",
-                "customer",
-            ),
-            (
-                "confirm",
-                json!({"booking": 1}),
-                "missing_field",
-                "customer",
-            ),
-            (
-                "cancel",
-                json!({"booking": 1, "customer": "c", "event": 1}),
-                "unknown_field",
-                "event",
-            ),
-            (
-                "book",
-                json!({"event": 1, "customer": "c", "note": "x".repeat(9000)}),
-                "payload_too_large",
-                "limit",
-            ),
+            ("book", json!({"event": 1, "class": 1, "customer": "c"}), "missing_field", "party"),
+            ("book", json!({"event": 1, "party": 2, "customer": "c"}), "missing_field", "class"),
+            ("book", json!({"event": 1, "class": 1, "party": 2, "customer": " "}), "invalid_request", "customer"),
+            ("confirm", json!({"booking": 1}), "missing_field", "customer"),
+            ("cancel", json!({"booking": 1, "customer": "c", "event": 1}), "unknown_field", "event"),
+            ("book", json!({"event": 1, "customer": "c", "note": "x".repeat(9000)}), "payload_too_large", "limit"),
         ];
         for (kind, payload, code, needle) in cases {
             let err = Request::decode(kind, &payload).expect_err(code);
             assert_eq!(err.code(), code, "{kind} {payload}: {err}");
-            assert!(
-                err.to_string().contains(needle),
-                "{err} should name {needle}"
-            );
+            assert!(err.to_string().contains(needle), "{err} should name {needle}");
         }
     }
 
     #[test]
     fn party_defaults_to_named_seats() {
-        let req = Request::decode(
-            "book",
-            &json!({"event": 1, "seats": [2, 3], "customer": "c"}),
-        )
-        .unwrap();
-        let Request::Book(r) = req else {
-            panic!("not a book")
-        };
+        let req = Request::decode("book", &json!({"event": 1, "seats": [2, 3], "customer": "c"})).unwrap();
+        let Request::Book(r) = req else { panic!("not a book") };
         assert_eq!(r.party_size(), 2);
     }
 }

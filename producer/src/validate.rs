@@ -23,19 +23,8 @@ pub const MAX_PAYLOAD_BYTES: usize = 8192;
 /// Longest customer name, in characters.
 pub const MAX_CUSTOMER_CHARS: usize = 200;
 
-const HOLD_FIELDS: &[&str] = &[
-    "event",
-    "class",
-    "party",
-    "customer",
-    "hold_seconds",
-    "seats",
-    "partial",
-    "together",
-];
-const BOOK_FIELDS: &[&str] = &[
-    "event", "class", "party", "customer", "seats", "partial", "together",
-];
+const HOLD_FIELDS: &[&str] = &["event", "class", "party", "customer", "hold_seconds", "seats", "partial", "together"];
+const BOOK_FIELDS: &[&str] = &["event", "class", "party", "customer", "seats", "partial", "together"];
 const BOOKING_FIELDS: &[&str] = &["booking", "customer"];
 const INTEGER_FIELDS: &[&str] = &["event", "class", "party", "hold_seconds", "booking"];
 
@@ -50,10 +39,7 @@ fn fields(kind: &str) -> Option<&'static [&'static str]> {
 }
 
 fn fail(code: ErrorCode, message: impl Into<String>) -> RequestError {
-    RequestError {
-        code,
-        message: message.into(),
-    }
+    RequestError { code, message: message.into() }
 }
 
 /// Length in bytes of the value as PostgreSQL prints a `jsonb` (`", "` and
@@ -101,27 +87,17 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
         ));
     }
     let Value::Object(map) = payload else {
-        return Err(fail(
-            ErrorCode::WrongType,
-            format!("payload: must be a JSON object, not {}", describe(payload)),
-        ));
+        return Err(fail(ErrorCode::WrongType, format!("payload: must be a JSON object, not {}", describe(payload))));
     };
     // The first in byte order, like `min(key COLLATE "C")`.
     if let Some(unknown) = map.keys().filter(|k| !allowed.contains(&k.as_str())).min() {
         return Err(fail(
             ErrorCode::UnknownField,
-            format!(
-                "{unknown}: unknown field for {kind}; expected one of {}",
-                allowed.join(", ")
-            ),
+            format!("{unknown}: unknown field for {kind}; expected one of {}", allowed.join(", ")),
         ));
     }
     let for_booking = allowed == BOOKING_FIELDS;
-    let required: &[&str] = if for_booking {
-        BOOKING_FIELDS
-    } else {
-        &["event", "customer"]
-    };
+    let required: &[&str] = if for_booking { BOOKING_FIELDS } else { &["event", "customer"] };
     if let Some(missing) = required.iter().find(|f| !map.contains_key(**f)) {
         return Err(fail(ErrorCode::MissingField, format!("{missing}: missing")));
     }
@@ -140,9 +116,7 @@ fn check_type(field: &str, v: &Value) -> Result<(), RequestError> {
     let ok = match field {
         "customer" => v.is_string(),
         "partial" | "together" => v.is_boolean(),
-        "seats" => v
-            .as_array()
-            .is_some_and(|a| a.iter().all(|s| s.as_i64().is_some())),
+        "seats" => v.as_array().is_some_and(|a| a.iter().all(|s| s.as_i64().is_some())),
         f if INTEGER_FIELDS.contains(&f) => v.as_i64().is_some(),
         _ => true,
     };
@@ -155,10 +129,7 @@ fn check_type(field: &str, v: &Value) -> Result<(), RequestError> {
         "seats" => "an array of integers",
         _ => "an integer",
     };
-    Err(fail(
-        ErrorCode::WrongType,
-        format!("{field}: must be {want}, not {}", describe(v)),
-    ))
+    Err(fail(ErrorCode::WrongType, format!("{field}: must be {want}, not {}", describe(v))))
 }
 
 fn int(map: &Map<String, Value>, field: &str) -> Option<i64> {
@@ -182,59 +153,35 @@ fn check_seat_values(map: &Map<String, Value>) -> Result<(), RequestError> {
     if seats.len() > MAX_PARTY as usize {
         return Err(fail(
             ErrorCode::TooManySeats,
-            format!(
-                "seats: names {} seats; at most {MAX_PARTY} may be named",
-                seats.len()
-            ),
+            format!("seats: names {} seats; at most {MAX_PARTY} may be named", seats.len()),
         ));
     }
     for (i, s) in seats.iter().enumerate() {
         if seats[..i].contains(s) {
-            return Err(fail(
-                ErrorCode::DuplicateSeat,
-                format!("seats: seat {s} is named twice"),
-            ));
+            return Err(fail(ErrorCode::DuplicateSeat, format!("seats: seat {s} is named twice")));
         }
     }
-    if let Some(bad) = seats
-        .iter()
-        .find(|s| !(1..=i64::from(i32::MAX)).contains(*s))
-    {
-        return Err(fail(
-            ErrorCode::UnknownSeat,
-            format!("seats: there is no seat {bad}"),
-        ));
+    if let Some(bad) = seats.iter().find(|s| !(1..=i64::from(i32::MAX)).contains(*s)) {
+        return Err(fail(ErrorCode::UnknownSeat, format!("seats: there is no seat {bad}")));
     }
     let party = int(map, "party");
     if let Some(p) = party
         && !(1..=i64::from(MAX_PARTY)).contains(&p)
     {
-        return Err(fail(
-            ErrorCode::PartyOutOfRange,
-            format!("party: {p} is out of range 1 to {MAX_PARTY}"),
-        ));
+        return Err(fail(ErrorCode::PartyOutOfRange, format!("party: {p} is out of range 1 to {MAX_PARTY}")));
     }
     if seats.is_empty() {
         if party.is_none() {
-            return Err(fail(
-                ErrorCode::MissingField,
-                "party: missing (or name the seats)",
-            ));
+            return Err(fail(ErrorCode::MissingField, "party: missing (or name the seats)"));
         }
         if !map.contains_key("class") {
-            return Err(fail(
-                ErrorCode::MissingField,
-                "class: missing (or name the seats)",
-            ));
+            return Err(fail(ErrorCode::MissingField, "class: missing (or name the seats)"));
         }
     }
     if let Some(c) = int(map, "class")
         && !(1..=i64::from(i16::MAX)).contains(&c)
     {
-        return Err(fail(
-            ErrorCode::InvalidRequest,
-            format!("class: {c} is out of range 1 to {}", i16::MAX),
-        ));
+        return Err(fail(ErrorCode::InvalidRequest, format!("class: {c} is out of range 1 to {}", i16::MAX)));
     }
     check_customer(map)?;
     if !seats.is_empty() {
@@ -248,10 +195,7 @@ fn check_seat_values(map: &Map<String, Value>) -> Result<(), RequestError> {
         }
         for option in ["partial", "together"] {
             if map.get(option) == Some(&Value::Bool(true)) {
-                return Err(fail(
-                    ErrorCode::InvalidRequest,
-                    format!("{option}: cannot be combined with named seats"),
-                ));
+                return Err(fail(ErrorCode::InvalidRequest, format!("{option}: cannot be combined with named seats")));
             }
         }
     }
@@ -259,16 +203,10 @@ fn check_seat_values(map: &Map<String, Value>) -> Result<(), RequestError> {
 }
 
 fn check_customer(map: &Map<String, Value>) -> Result<(), RequestError> {
-    let customer = map
-        .get("customer")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let customer = map.get("customer").and_then(Value::as_str).unwrap_or_default();
     // The whitespace SQL's btrim(customer, E' \t\n\r') strips.
     if customer.trim_matches([' ', '\t', '\n', '\r']).is_empty() {
-        return Err(fail(
-            ErrorCode::InvalidRequest,
-            "customer: must not be empty",
-        ));
+        return Err(fail(ErrorCode::InvalidRequest, "customer: must not be empty"));
     }
     let chars = customer.chars().count();
     if chars > MAX_CUSTOMER_CHARS {

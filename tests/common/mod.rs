@@ -37,63 +37,36 @@ impl TestDb {
         let base = seatq::db::options(&server_url()).expect("test database URL");
         let admin = base.clone().database("postgres");
         CLEANED.get_or_init(|| drop_stale(admin.clone())).await;
-        let name = format!(
-            "seatq_test_{}_{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("seatq_test_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let options = base.database(&name);
         // connect() creates the database and applies the migrations.
-        let pool = seatq::db::connect(options.clone(), 10)
-            .await
-            .expect("create test database");
-        TestDb {
-            name,
-            options,
-            client: Client::from_pool(pool.clone()),
-            pool,
-        }
+        let pool = seatq::db::connect(options.clone(), 10).await.expect("create test database");
+        TestDb { name, options, client: Client::from_pool(pool.clone()), pool }
     }
 
     /// A worker with its own pool and worker session settings.
     pub async fn worker(&self, config: Config) -> Worker {
         let options = seatq_worker::worker::session_options(self.options.clone());
-        let pool = seatq::db::connect(options, config.concurrency as u32 + 1)
-            .await
-            .expect("worker pool");
+        let pool = seatq::db::connect(options, config.concurrency as u32 + 1).await.expect("worker pool");
         Worker::new(pool, config)
     }
 
     /// Process everything due, synchronously.
     pub async fn drain(&self) {
-        let config = Config {
-            sweep_interval: Duration::ZERO,
-            ..Config::default()
-        };
-        Worker::new(self.pool.clone(), config)
-            .drain()
-            .await
-            .expect("drain");
+        let config = Config { sweep_interval: Duration::ZERO, ..Config::default() };
+        Worker::new(self.pool.clone(), config).drain().await.expect("drain");
     }
 
     /// Enqueue, process and return the finished request.
     pub async fn run(&self, request: Request) -> RequestRecord {
-        let id = self
-            .client
-            .enqueue(NewRequest::from(request))
-            .await
-            .expect("enqueue");
+        let id = self.client.enqueue(NewRequest::from(request)).await.expect("enqueue");
         self.drain().await;
         self.client.status(id).await.expect("status")
     }
 
     /// Assert every seatq invariant holds.
     pub async fn assert_invariants(&self, drained: bool) {
-        let violations = self
-            .client
-            .check_invariants(drained)
-            .await
-            .expect("check invariants");
+        let violations = self.client.check_invariants(drained).await.expect("check invariants");
         assert!(violations.is_empty(), "invariants broken: {violations:#?}");
     }
 
@@ -104,10 +77,7 @@ impl TestDb {
 
     /// Seats granted by live bookings on an event, by the bookings' own lists.
     pub async fn seats_granted(&self, event: i64) -> i64 {
-        self.client
-            .seats_granted(event)
-            .await
-            .expect("count granted")
+        self.client.seats_granted(event).await.expect("count granted")
     }
 
     /// Drop the database.
@@ -116,10 +86,7 @@ impl TestDb {
         let admin = self.options.clone().database("postgres");
         if let Ok(mut conn) = admin.connect().await {
             let _ = conn
-                .execute(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                    self.name
-                )))
+                .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
                 .await;
             let _ = conn.close().await;
         }
@@ -142,11 +109,7 @@ async fn drop_stale(admin: PgConnectOptions) {
         if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
             continue;
         }
-        let _ = conn
-            .execute(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-            )))
-            .await;
+        let _ = conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).await;
     }
     let _ = conn.close().await;
 }

@@ -15,6 +15,16 @@ use crate::fault::{self, Fault};
 /// counts as contended.
 const BLOCKS_TRIED: i64 = 16;
 
+/// Why processing one request failed unexpectedly.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    /// A broken expectation (a bug), an injected fault, or a caught panic.
+    #[error("{0}")]
+    Internal(String),
+}
+
 /// What became of one request. The caller commits the request's savepoint
 /// for `Done` and rolls it back otherwise.
 #[derive(Debug)]
@@ -28,17 +38,11 @@ pub enum Decision {
 }
 
 /// Process one decoded request. `request_id` is recorded on a new booking.
-pub async fn process(
-    conn: &mut PgConnection,
-    request_id: i64,
-    request: &Request,
-) -> Result<Decision, sqlx::Error> {
+pub async fn process(conn: &mut PgConnection, request_id: i64, request: &Request) -> Result<Decision, ProcessError> {
     match fault::injected(request) {
         Some(Fault::Panic) => panic!("injected fault: panic while processing request {request_id}"),
         Some(Fault::Error) => {
-            return Err(sqlx::Error::Protocol(
-                "injected fault: unexpected error".into(),
-            ));
+            return Err(ProcessError::Internal("injected fault: unexpected error".into()));
         }
         None => {}
     }
@@ -62,16 +66,10 @@ async fn take(
     request_id: i64,
     r: &SeatRequest,
     hold_secs: Option<u32>,
-) -> Result<Decision, sqlx::Error> {
-    let exists: bool = sqlx::query_scalar(allocation::EVENT_EXISTS)
-        .bind(r.event)
-        .fetch_one(&mut *conn)
-        .await?;
+) -> Result<Decision, ProcessError> {
+    let exists: bool = sqlx::query_scalar(allocation::EVENT_EXISTS).bind(r.event).fetch_one(&mut *conn).await?;
     if !exists {
-        return Ok(Decision::Reject(
-            ErrorCode::UnknownEvent,
-            format!("event {} does not exist", r.event),
-        ));
+        return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
     }
     let locked = if !r.seats.is_empty() {
         lock_named(conn, r).await?
@@ -87,11 +85,7 @@ async fn take(
     seats.sort_by_key(|s| s.seat);
     let numbers: Vec<i32> = seats.iter().map(|s| s.seat).collect();
     let total: i64 = seats.iter().map(|s| i64::from(s.price_cents)).sum();
-    let state = if hold_secs.is_some() {
-        "held"
-    } else {
-        "booked"
-    };
+    let state = if hold_secs.is_some() { "held" } else { "booked" };
     let row = sqlx::query(allocation::TAKE_SEATS)
         .bind(r.event)
         .bind(&r.customer)
@@ -106,10 +100,7 @@ async fn take(
     if taken != numbers.len() as i64 {
         // The seats were locked a moment ago; anything else is a bug, and the
         // caller rolls the savepoint back and retries the request.
-        return Err(sqlx::Error::Protocol(format!(
-            "locked {} seats but changed {taken}",
-            numbers.len()
-        )));
+        return Err(ProcessError::Internal(format!("locked {} seats but changed {taken}", numbers.len())));
     }
     Ok(Decision::Done(BookingResult {
         booking: row.try_get("id")?,
@@ -125,25 +116,17 @@ async fn take(
 /// Cheapest first: lock the best free seats, skipping locked ones. Short, with
 /// other transactions holding some: contended. Short with nothing held
 /// elsewhere: genuinely sold out (or partial).
-async fn lock_cheapest(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, sqlx::Error> {
+async fn lock_cheapest(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
     let party = i64::from(r.party_size());
     let class = r.class.unwrap_or_default();
-    let seats: Vec<SeatInfo> = sqlx::query_as(allocation::LOCK_CHEAPEST)
-        .bind(r.event)
-        .bind(class)
-        .bind(party)
-        .fetch_all(&mut *conn)
-        .await?;
+    let seats: Vec<SeatInfo> =
+        sqlx::query_as(allocation::LOCK_CHEAPEST).bind(r.event).bind(class).bind(party).fetch_all(&mut *conn).await?;
     let got = seats.len() as i64;
     if got == party {
         return Ok(Locked::Seats(seats));
     }
-    let free: i64 = sqlx::query_scalar(allocation::COUNT_FREE)
-        .bind(r.event)
-        .bind(class)
-        .bind(party)
-        .fetch_one(&mut *conn)
-        .await?;
+    let free: i64 =
+        sqlx::query_scalar(allocation::COUNT_FREE).bind(r.event).bind(class).bind(party).fetch_one(&mut *conn).await?;
     if free > got {
         return Ok(Locked::No(Decision::Contended));
     }
@@ -152,32 +135,18 @@ async fn lock_cheapest(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
     }
     Ok(Locked::No(Decision::Reject(
         ErrorCode::SoldOut,
-        format!(
-            "{got} seat(s) of class {class} left on event {}, {party} requested",
-            r.event
-        ),
+        format!("{got} seat(s) of class {class} left on event {}, {party} requested", r.event),
     )))
 }
 
-/// Named seats: all of them, or `seats_taken` at once (NOWAIT).
-async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, sqlx::Error> {
-    let rows = match sqlx::query(allocation::LOCK_NAMED)
-        .bind(r.event)
-        .bind(&r.seats)
-        .fetch_all(&mut *conn)
-        .await
-    {
+/// Named seats: all of them, or `seats_taken`. Locked with NOWAIT: a seat
+/// that an in-flight transaction holds is contention (it may be given back),
+/// retried with backoff; `seats_taken` is answered from committed state.
+async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
+    let rows = match sqlx::query(allocation::LOCK_NAMED).bind(r.event).bind(&r.seats).fetch_all(&mut *conn).await {
         Ok(rows) => rows,
-        Err(e) if is_lock_unavailable(&e) => {
-            return Ok(Locked::No(Decision::Reject(
-                ErrorCode::SeatsTaken,
-                format!(
-                    "seat(s) {} are being taken by another booking",
-                    list(&r.seats)
-                ),
-            )));
-        }
-        Err(e) => return Err(e),
+        Err(e) if is_lock_unavailable(&e) => return Ok(Locked::No(Decision::Contended)),
+        Err(e) => return Err(e.into()),
     };
     let mut seats = Vec::with_capacity(rows.len());
     let mut taken = Vec::new();
@@ -194,12 +163,7 @@ async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, 
         }
         seats.push(seat);
     }
-    let unknown: Vec<i32> = r
-        .seats
-        .iter()
-        .copied()
-        .filter(|n| !seats.iter().any(|s| s.seat == *n))
-        .collect();
+    let unknown: Vec<i32> = r.seats.iter().copied().filter(|n| !seats.iter().any(|s| s.seat == *n)).collect();
     if !unknown.is_empty() {
         return Ok(Locked::No(Decision::Reject(
             ErrorCode::UnknownSeat,
@@ -207,17 +171,14 @@ async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, 
         )));
     }
     if !taken.is_empty() {
-        return Ok(Locked::No(Decision::Reject(
-            ErrorCode::SeatsTaken,
-            format!("seat(s) {} are taken", list(&taken)),
-        )));
+        return Ok(Locked::No(Decision::Reject(ErrorCode::SeatsTaken, format!("seat(s) {} are taken", list(&taken)))));
     }
     Ok(Locked::Seats(seats))
 }
 
 /// Adjacent seats in one row: find blocks by committed state, then lock one
 /// block whole, giving back a partly locked block before trying the next.
-async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, sqlx::Error> {
+async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
     let party = r.party_size() as i32;
     let class = r.class.unwrap_or_default();
     let blocks: Vec<Vec<i32>> = sqlx::query_scalar(allocation::ADJACENT_BLOCKS)
@@ -230,19 +191,13 @@ async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
     if blocks.is_empty() {
         return Ok(Locked::No(Decision::Reject(
             ErrorCode::NoAdjacentSeats,
-            format!(
-                "no row of event {} has {party} adjacent free seats of class {class}",
-                r.event
-            ),
+            format!("no row of event {} has {party} adjacent free seats of class {class}", r.event),
         )));
     }
     for block in blocks {
         let mut savepoint = conn.begin().await?;
-        let seats: Vec<SeatInfo> = sqlx::query_as(allocation::LOCK_FREE_SEATS)
-            .bind(r.event)
-            .bind(&block)
-            .fetch_all(&mut *savepoint)
-            .await?;
+        let seats: Vec<SeatInfo> =
+            sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(r.event).bind(&block).fetch_all(&mut *savepoint).await?;
         if seats.len() == block.len() {
             savepoint.commit().await?;
             return Ok(Locked::Seats(seats));
@@ -265,24 +220,14 @@ struct Booking {
 }
 
 /// Lock the booking and check its owner. `Err(decision)` ends the request.
-async fn lock_owned(
-    conn: &mut PgConnection,
-    r: &BookingRef,
-) -> Result<Result<Booking, Decision>, sqlx::Error> {
-    let row = match sqlx::query(bookings::LOCK_BOOKING)
-        .bind(r.booking)
-        .fetch_optional(&mut *conn)
-        .await
-    {
+async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Booking, Decision>, ProcessError> {
+    let row = match sqlx::query(bookings::LOCK_BOOKING).bind(r.booking).fetch_optional(&mut *conn).await {
         Ok(row) => row,
         Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     let Some(row) = row else {
-        return Ok(Err(Decision::Reject(
-            ErrorCode::BookingNotFound,
-            format!("booking {} does not exist", r.booking),
-        )));
+        return Ok(Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {} does not exist", r.booking))));
     };
     let booking = Booking {
         id: row.try_get("id")?,
@@ -301,10 +246,7 @@ async fn lock_owned(
         )));
     }
     if booking.state == "expired" || booking.lapsed {
-        let when = booking
-            .held_until
-            .map(|t| format!(" at {}", t.to_rfc3339()))
-            .unwrap_or_default();
+        let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
         return Ok(Err(Decision::Reject(
             ErrorCode::HoldExpired,
             format!("the hold on booking {} lapsed{when}", r.booking),
@@ -316,24 +258,15 @@ async fn lock_owned(
 /// Lock the seats the booking owns in `state`; `None` if another transaction
 /// holds one of them. Fewer than the booking lists means the hold lapsed and
 /// someone else took a seat.
-async fn lock_seats_of(
-    conn: &mut PgConnection,
-    b: &Booking,
-    state: &str,
-) -> Result<Option<usize>, sqlx::Error> {
-    match sqlx::query(bookings::LOCK_BOOKING_SEATS)
-        .bind(b.id)
-        .bind(state)
-        .fetch_all(&mut *conn)
-        .await
-    {
+async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Option<usize>, ProcessError> {
+    match sqlx::query(bookings::LOCK_BOOKING_SEATS).bind(b.id).bind(state).fetch_all(&mut *conn).await {
         Ok(rows) => Ok(Some(rows.len())),
         Err(e) if is_lock_unavailable(&e) => Ok(None),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
-async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, sqlx::Error> {
+async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
     let b = match lock_owned(conn, r).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
@@ -341,31 +274,22 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, sq
     match b.state.as_str() {
         "booked" => return booking_result(conn, &b, "booked").await,
         "cancelled" => {
-            return Ok(Decision::Reject(
-                ErrorCode::BookingCancelled,
-                format!("booking {} was cancelled", b.id),
-            ));
+            return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
         }
         _ => {}
     }
     match lock_seats_of(conn, &b, "held").await? {
         None => return Ok(Decision::Contended),
         Some(n) if n != b.seats.len() => {
-            return Ok(Decision::Reject(
-                ErrorCode::HoldExpired,
-                format!("the hold on booking {} lapsed", b.id),
-            ));
+            return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
         }
         Some(_) => {}
     }
-    sqlx::query(bookings::CONFIRM)
-        .bind(b.id)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(bookings::CONFIRM).bind(b.id).execute(&mut *conn).await?;
     booking_result(conn, &b, "booked").await
 }
 
-async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, sqlx::Error> {
+async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
     let b = match lock_owned(conn, r).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
@@ -376,23 +300,12 @@ async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, sql
     if lock_seats_of(conn, &b, &b.state).await?.is_none() {
         return Ok(Decision::Contended);
     }
-    sqlx::query(bookings::CANCEL)
-        .bind(b.id)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(bookings::CANCEL).bind(b.id).execute(&mut *conn).await?;
     booking_result(conn, &b, "cancelled").await
 }
 
-async fn booking_result(
-    conn: &mut PgConnection,
-    b: &Booking,
-    state: &str,
-) -> Result<Decision, sqlx::Error> {
-    let seats = sqlx::query_as(bookings::SEAT_DETAILS)
-        .bind(b.event)
-        .bind(&b.seats)
-        .fetch_all(&mut *conn)
-        .await?;
+async fn booking_result(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Decision, ProcessError> {
+    let seats = sqlx::query_as(bookings::SEAT_DETAILS).bind(b.event).bind(&b.seats).fetch_all(&mut *conn).await?;
     Ok(Decision::Done(BookingResult {
         booking: b.id,
         event: b.event,
@@ -406,15 +319,9 @@ async fn booking_result(
 
 /// SQLSTATE 55P03: a NOWAIT lock (or `lock_timeout`) found the row locked.
 pub fn is_lock_unavailable(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .is_some_and(|c| c == "55P03")
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03")
 }
 
 fn list(seats: &[i32]) -> String {
-    seats
-        .iter()
-        .map(i32::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
+    seats.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
 }

@@ -15,7 +15,7 @@ use seatq::sql::queue;
 use serde_json::{Value, json};
 use sqlx::{Acquire, PgPool};
 
-use crate::allocate::{self, Decision};
+use crate::allocate::{self, Decision, ProcessError};
 use crate::retry::Jitter;
 
 /// Which requests a batch claims.
@@ -24,10 +24,7 @@ pub enum Claim<'a> {
     Next(i64),
     /// These contended requests again (id → contention retries so far).
     /// With `requeue`, any still contended go back to the queue for later.
-    Retry {
-        ids: &'a HashMap<i64, i32>,
-        requeue: Option<Duration>,
-    },
+    Retry { ids: &'a HashMap<i64, i32>, requeue: Option<Duration> },
 }
 
 /// What a batch did.
@@ -57,24 +54,13 @@ struct Claimed {
 pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let rows: Vec<Claimed> = match &claim {
-        Claim::Next(limit) => {
-            sqlx::query_as(queue::CLAIM_BATCH)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?
-        }
+        Claim::Next(limit) => sqlx::query_as(queue::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
         Claim::Retry { ids, .. } => {
             let ids: Vec<i64> = ids.keys().copied().collect();
-            sqlx::query_as(queue::CLAIM_BY_IDS)
-                .bind(ids)
-                .fetch_all(&mut *tx)
-                .await?
+            sqlx::query_as(queue::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
         }
     };
-    let mut report = Report {
-        claimed: rows.len(),
-        ..Report::default()
-    };
+    let mut report = Report { claimed: rows.len(), ..Report::default() };
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(report);
@@ -97,41 +83,33 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
         // as an attempt), not the worker or the rest of the batch.
         let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, &request))
             .catch_unwind()
-            .await;
-        let result = result.unwrap_or_else(|panic| Err(Panicked::error(&panic)));
+            .await
+            .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+        if let Ok(Decision::Done(booking)) = result {
+            savepoint.commit().await?;
+            outcomes.push(json!({"id": row.id, "status": "succeeded", "result": booking, "contended": retries}));
+            continue;
+        }
+        // Every other ending gives the request's seat changes back. If even
+        // that fails, the connection is gone: the whole batch rolls back and
+        // its requests return to the queue untouched.
+        savepoint.rollback().await?;
         let outcome = match result {
-            Ok(Decision::Done(booking)) => {
-                savepoint.commit().await?;
-                json!({"id": row.id, "status": "succeeded", "result": booking, "contended": retries})
-            }
-            Ok(Decision::Reject(code, message)) => {
-                savepoint.rollback().await?;
-                failed(row.id, code.as_str(), &message, retries)
-            }
-            Ok(Decision::Contended) => {
-                savepoint.rollback().await?;
-                match &claim {
-                    Claim::Retry {
-                        requeue: Some(delay),
-                        ..
-                    } => {
-                        tracing::debug!(request = row.id, "still contended; back to the queue");
-                        json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
-                               "contended": retries + 1})
-                    }
-                    _ => {
-                        report.contended.insert(row.id, retries + 1);
-                        continue;
-                    }
+            Ok(Decision::Reject(code, message)) => failed(row.id, code.as_str(), &message, retries),
+            // lock_timeout (the safety net) fired: contention, not a failure.
+            Ok(Decision::Contended) | Err(ProcessError::Db(_)) if is_contention(&result) => match &claim {
+                Claim::Retry { requeue: Some(delay), .. } => {
+                    tracing::debug!(request = row.id, "still contended; back to the queue");
+                    json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
+                           "contended": retries + 1})
                 }
-            }
-            // The connection is gone or broken: the whole batch rolls back and
-            // its requests return to the queue untouched.
-            Err(e) if !is_statement_error(&e) => return Err(e),
-            Err(e) => {
-                savepoint.rollback().await?;
-                transient(&row, &e.to_string(), retries)
-            }
+                _ => {
+                    report.contended.insert(row.id, retries + 1);
+                    continue;
+                }
+            },
+            Ok(_) => unreachable!("Done is handled above"),
+            Err(e) => transient(&row, &e.to_string(), retries),
         };
         outcomes.push(outcome);
     }
@@ -143,10 +121,7 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
         }
     }
     if !outcomes.is_empty() {
-        sqlx::query(queue::RECORD_OUTCOMES)
-            .bind(Value::Array(outcomes))
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(report)
@@ -166,45 +141,26 @@ fn transient(row: &Claimed, e: &str, retries: i32) -> Value {
         return json!({"id": row.id, "status": "dead", "error_code": ErrorCode::Internal.as_str(),
                       "error_message": message, "failed_attempt": true, "contended": retries});
     }
-    let delay = Jitter::nth(
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-        attempts as u32,
-    );
+    let delay = Jitter::nth(Duration::from_secs(1), Duration::from_secs(60), attempts as u32);
     tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
     json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
            "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})
 }
 
-/// A panic caught while processing one request, carried as an error.
-#[derive(Debug, thiserror::Error)]
-#[error("panicked: {0}")]
-struct Panicked(String);
-
-impl Panicked {
-    fn error(panic: &Box<dyn std::any::Any + Send>) -> sqlx::Error {
-        let message = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "unknown panic".into());
-        sqlx::Error::Decode(Box::new(Panicked(message)))
-    }
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// A database error raised by one statement (the transaction can roll back to
-/// the savepoint and go on), as opposed to a lost or broken connection.
-fn is_statement_error(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Database(d) => {
-            // Class 08 (connection exception) and 57P0x (server shutting down,
-            // session terminated) end the session, not just the statement.
-            let code = d.code().unwrap_or_default();
-            !(code.starts_with("08") || code.starts_with("57P"))
-        }
-        sqlx::Error::Protocol(_) | sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
-            true
-        }
+/// Whether a request must be retried later: it found its seats or booking
+/// locked, or `lock_timeout` fired.
+fn is_contention(result: &Result<Decision, ProcessError>) -> bool {
+    match result {
+        Ok(Decision::Contended) => true,
+        Err(ProcessError::Db(e)) => allocate::is_lock_unavailable(e),
         _ => false,
     }
 }

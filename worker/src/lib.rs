@@ -30,7 +30,8 @@ pub use worker::Worker;
 pub struct Config {
     /// Batch loops in this process; each uses one connection at a time.
     pub concurrency: usize,
-    /// Requests claimed per transaction (one commit carries them all).
+    /// Requests claimed per transaction (one commit carries them all), at
+    /// most [`MAX_BATCH_SIZE`].
     pub batch_size: i64,
     /// How often an idle loop polls when no NOTIFY arrives.
     pub poll_interval: Duration,
@@ -43,11 +44,16 @@ pub struct Config {
     pub requeue_delay: Duration,
 }
 
+/// Largest batch. Each request runs under a savepoint, and a request may use
+/// two subtransaction ids; past 64 per transaction PostgreSQL's
+/// subtransaction cache overflows and every snapshot on the server slows down.
+pub const MAX_BATCH_SIZE: i64 = 32;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
             concurrency: 2,
-            batch_size: 50,
+            batch_size: MAX_BATCH_SIZE,
             poll_interval: Duration::from_millis(500),
             sweep_interval: Duration::from_secs(1),
             contention_retries: 5,

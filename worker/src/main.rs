@@ -17,8 +17,9 @@ struct Args {
     /// Batch loops (concurrent transactions) in this process.
     #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2)]
     concurrency: usize,
-    /// Requests claimed per transaction.
-    #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+    /// Requests claimed per transaction (at most 32: see MAX_BATCH_SIZE).
+    #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::MAX_BATCH_SIZE,
+          value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
     batch_size: i64,
     /// Fallback poll interval in milliseconds (NOTIFY wakes workers sooner).
     #[arg(long, env = "SEATQ_POLL_MS", default_value_t = 500)]
@@ -46,9 +47,7 @@ async fn main() -> anyhow::Result<()> {
         contention_retries: args.contention_retries,
         ..Config::default()
     };
-    let worker = Worker::connect(&args.database_url, config.clone())
-        .await
-        .context("starting seatq-worker")?;
+    let worker = Worker::connect(&args.database_url, config.clone()).await.context("starting seatq-worker")?;
     let shutdown = CancellationToken::new();
     tokio::spawn(on_signals(shutdown.clone()));
     tracing::info!(?config, "seatq-worker started");
@@ -61,10 +60,7 @@ async fn main() -> anyhow::Result<()> {
 /// Second: exit at once (open transactions roll back; requests stay queued).
 async fn on_signals(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         tracing::error!("cannot install signal handlers");
         return;
     };

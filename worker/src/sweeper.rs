@@ -25,14 +25,8 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
     let mut total = Swept::default();
     loop {
         let mut tx = pool.begin().await?;
-        let seats: i64 = sqlx::query_scalar(expiry::SWEEP_SEATS)
-            .bind(SWEEP_BATCH)
-            .fetch_one(&mut *tx)
-            .await?;
-        let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS)
-            .bind(SWEEP_BATCH)
-            .fetch_one(&mut *tx)
-            .await?;
+        let seats: i64 = sqlx::query_scalar(expiry::SWEEP_SEATS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
+        let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
         tx.commit().await?;
         total.seats += seats;
         total.bookings += bookings;
@@ -47,11 +41,7 @@ pub async fn run(pool: PgPool, interval: Duration, shutdown: CancellationToken) 
     loop {
         match sweep(&pool).await {
             Ok(s) if s.seats + s.bookings > 0 => {
-                tracing::info!(
-                    seats = s.seats,
-                    bookings = s.bookings,
-                    "expired lapsed holds"
-                )
+                tracing::info!(seats = s.seats, bookings = s.bookings, "expired lapsed holds")
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "sweep failed; will try again"),

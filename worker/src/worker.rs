@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use seatq::sql::queue;
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgListener};
+use sqlx::postgres::PgConnectOptions;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,13 +26,15 @@ impl Worker {
     /// creating the database and applying migrations if needed.
     pub async fn connect(url: &str, config: Config) -> Result<Worker, seatq::Error> {
         let options = session_options(seatq::db::options(url)?);
-        // One connection per batch loop, plus the sweeper's.
-        let pool = seatq::db::connect(options, config.concurrency as u32 + 1).await?;
+        // One connection per batch loop, plus one for the background tasks
+        // and one spare (the listener has its own).
+        let pool = seatq::db::connect(options, config.concurrency as u32 + 2).await?;
         Ok(Worker::new(pool, config))
     }
 
     /// Use an existing pool (migrations must already be applied).
-    pub fn new(pool: PgPool, config: Config) -> Worker {
+    pub fn new(pool: PgPool, mut config: Config) -> Worker {
+        config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
         Worker { pool, config }
     }
 
@@ -48,11 +50,7 @@ impl Worker {
         let tracker = TaskTracker::new();
         tracker.spawn(listen(self.pool.clone(), wake_tx, shutdown.clone()));
         if !self.config.sweep_interval.is_zero() {
-            tracker.spawn(sweeper::run(
-                self.pool.clone(),
-                self.config.sweep_interval,
-                shutdown.clone(),
-            ));
+            tracker.spawn(sweeper::run(self.pool.clone(), self.config.sweep_interval, shutdown.clone()));
         }
         for n in 0..self.config.concurrency.max(1) {
             let worker = self.clone();
@@ -76,12 +74,7 @@ impl Worker {
         }
     }
 
-    async fn batch_loop(
-        &self,
-        n: usize,
-        mut wake: watch::Receiver<u64>,
-        shutdown: CancellationToken,
-    ) {
+    async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
         let mut errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
         while !shutdown.is_cancelled() {
             wake.borrow_and_update();
@@ -120,16 +113,8 @@ impl Worker {
                 break;
             }
             tokio::time::sleep(jitter.next_delay()).await;
-            let requeue =
-                (round == self.config.contention_retries).then_some(self.config.requeue_delay);
-            let report = batch::run(
-                &self.pool,
-                Claim::Retry {
-                    ids: &contended,
-                    requeue,
-                },
-            )
-            .await?;
+            let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
+            let report = batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }).await?;
             finished += report.finished;
             contended = report.contended;
         }
@@ -154,7 +139,7 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
 async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationToken) {
     let mut backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
     while !shutdown.is_cancelled() {
-        let mut listener = match PgListener::connect_with(&pool).await {
+        let mut listener = match seatq::db::listen(&pool, queue::NEW_CHANNEL).await {
             Ok(l) => l,
             Err(e) => {
                 let delay = backoff.next_delay();
@@ -165,10 +150,6 @@ async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationTo
                 }
             }
         };
-        if let Err(e) = listener.listen(queue::NEW_CHANNEL).await {
-            tracing::warn!(error = %e, "LISTEN failed");
-            continue;
-        }
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -1,10 +1,18 @@
 //! Events and seats.
 
-/// Create an event by name, or return the existing one's id.
+/// Create an event by name, or return the existing one's id. DO NOTHING, not
+/// DO UPDATE: updating the row would lock it, and every booking insert takes a
+/// key-share lock on its event (the foreign key).
 pub const ADD_EVENT: &str = "
-INSERT INTO seatq.events (name) VALUES ($1)
-ON CONFLICT (name) DO UPDATE SET name = excluded.name
-RETURNING id";
+WITH new AS (
+    INSERT INTO seatq.events (name) VALUES ($1)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id
+)
+SELECT id FROM new
+UNION ALL
+SELECT id FROM seatq.events WHERE name = $1
+LIMIT 1";
 
 /// Give event $1 seats 1..=$2, $3 to a row, laid out like the classic airline
 /// example: class 1 for seats 1-19, class 2 for 20-49, class 3 for 50 and up,

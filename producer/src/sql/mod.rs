@@ -8,6 +8,7 @@ pub mod allocation;
 pub mod bookings;
 pub mod expiry;
 pub mod inventory;
+pub mod operations;
 pub mod queue;
 pub mod schema;
 pub mod stats;

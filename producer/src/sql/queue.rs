@@ -19,15 +19,10 @@ macro_rules! request_columns {
 }
 
 /// One request by id.
-pub const GET_REQUEST: &str = concat!(
-    "SELECT ",
-    request_columns!(),
-    " FROM seatq.requests WHERE id = $1"
-);
+pub const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seatq.requests WHERE id = $1");
 
 /// How many of these requests are still queued.
-pub const COUNT_UNFINISHED: &str =
-    "SELECT count(*) FROM seatq.requests WHERE id = ANY($1) AND status = 'queued'";
+pub const COUNT_UNFINISHED: &str = "SELECT count(*) FROM seatq.requests WHERE id = ANY($1) AND status = 'queued'";
 
 /// Claim up to $1 due requests, best first, skipping those other workers hold.
 /// The row locks are the claim: they last until the batch commits, and vanish
@@ -49,7 +44,8 @@ ORDER BY priority DESC, run_at, id
 FOR UPDATE SKIP LOCKED";
 
 /// Write a batch's outcomes in one statement and wake the clients waiting on
-/// the finished ones. $1 is a JSON array of outcome objects.
+/// the finished ones. $1 is a JSON array of outcome objects. Returns, per
+/// finished request, its kind, outcome and enqueue-to-outcome seconds.
 pub const RECORD_OUTCOMES: &str = "
 WITH o AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
@@ -69,9 +65,14 @@ WITH o AS (
         finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE clock_timestamp() END
     FROM o
     WHERE r.id = o.id
-    RETURNING r.id, r.status
+    RETURNING r.id, r.kind, r.status, r.error_code, r.created_at, r.finished_at
+), notified AS (
+    SELECT pg_notify('seatq_done', id::text) FROM updated WHERE status <> 'queued'
 )
-SELECT pg_notify('seatq_done', id::text) FROM updated WHERE status <> 'queued'";
+SELECT kind, coalesce(error_code, status::text) AS outcome,
+       extract(epoch FROM finished_at - created_at)::float8 AS latency_secs,
+       (SELECT count(*) FROM notified) AS notified
+FROM updated WHERE status <> 'queued'";
 
 /// The NOTIFY channel a finished request's id is sent on.
 pub const DONE_CHANNEL: &str = "seatq_done";

@@ -65,6 +65,19 @@ pub struct Latency {
     pub finished: i64,
 }
 
+/// A registered, live worker process.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+pub struct WorkerInfo {
+    pub id: i64,
+    pub name: String,
+    pub host: String,
+    pub pid: i32,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub heartbeat_at: chrono::DateTime<chrono::Utc>,
+    pub settings: Value,
+    pub heartbeat_age_secs: f64,
+}
+
 /// A handle on a seatq database, cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -215,6 +228,43 @@ impl Client {
     /// to [`Client::seats_taken`] when the invariants hold.
     pub async fn seats_granted(&self, event: i64) -> Result<i64, Error> {
         Ok(sqlx::query_scalar(sql::stats::SEATS_GRANTED).bind(event).fetch_one(&self.pool).await?)
+    }
+
+    /// Live workers (heartbeat within [`crate::WORKER_DEAD_AFTER`]).
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        Ok(sqlx::query_as(sql::operations::LIVE_WORKERS)
+            .bind(crate::WORKER_DEAD_AFTER.as_secs_f64())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Put dead requests back in the queue: `Some(id)` for one, `None` for
+    /// all. Returns the ids requeued.
+    pub async fn retry_dead(&self, id: Option<i64>) -> Result<Vec<i64>, Error> {
+        Ok(sqlx::query_scalar(sql::operations::RETRY_DEAD)
+            .bind(id.unwrap_or(0))
+            .bind(id.is_none())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Delete every request finished more than `older_than` ago, a thousand
+    /// per transaction. Returns how many.
+    pub async fn prune(&self, older_than: Duration) -> Result<u64, Error> {
+        const BATCH: i64 = 1000;
+        let mut total = 0;
+        loop {
+            let deleted = sqlx::query(sql::operations::PRUNE_FINISHED)
+                .bind(older_than.as_secs_f64())
+                .bind(BATCH)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            total += deleted;
+            if deleted < BATCH as u64 {
+                return Ok(total);
+            }
+        }
     }
 
     /// Every broken invariant; empty means healthy. With `drained`, a request

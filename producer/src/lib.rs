@@ -34,10 +34,14 @@ pub mod request;
 pub mod sql;
 pub mod validate;
 
-pub use client::{Client, Latency, NewRequest, Stats, Violation};
+pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo};
 pub use error::Error;
 pub use outcome::{BookingResult, ErrorCode, RequestRecord, SeatInfo, Status};
 pub use request::{BookingRef, Request, RequestError, SeatRequest};
+
+/// A worker whose last heartbeat is older than this is dead: `seatq workers`
+/// leaves it out and live workers delete its row.
+pub const WORKER_DEAD_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Log through `tracing` to stderr, filtered by `RUST_LOG` (else by
 /// `default`, e.g. `"info"`), as text or JSON lines.

@@ -87,6 +87,23 @@ enum Command {
     Stats,
     /// Check seatq's invariants; exits 1 if any is broken.
     Check,
+    /// List live workers (heartbeat within the last 10 seconds).
+    Workers,
+    /// Put dead requests back in the queue.
+    Retry {
+        /// The dead request to retry.
+        #[arg(required_unless_present = "all_dead", conflicts_with = "all_dead")]
+        id: Option<i64>,
+        /// Retry every dead request.
+        #[arg(long)]
+        all_dead: bool,
+    },
+    /// Delete finished requests older than the given age now (workers also do this hourly by default).
+    Prune {
+        /// Age in hours.
+        #[arg(long, default_value_t = 7 * 24)]
+        older_than_hours: u64,
+    },
 }
 
 #[derive(Debug, ClapArgs)]
@@ -198,6 +215,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 for (state, n) in &stats.seats {
                     println!("  {state:<10} {n}");
                 }
+            }
+        }
+        Command::Workers => {
+            let workers = client.workers().await?;
+            if json {
+                println!("{}", serde_json::to_string(&workers)?);
+            } else {
+                println!("{} live worker(s)", workers.len());
+                for w in &workers {
+                    println!(
+                        "  {:<28} host {} pid {} up since {} heartbeat {:.1}s ago  {}",
+                        w.name,
+                        w.host,
+                        w.pid,
+                        w.started_at.format("%Y-%m-%d %H:%M:%S"),
+                        w.heartbeat_age_secs,
+                        w.settings
+                    );
+                }
+            }
+        }
+        Command::Retry { id, all_dead } => {
+            let ids = client.retry_dead(if all_dead { None } else { id }).await?;
+            if json {
+                println!("{}", serde_json::json!({ "requeued": ids }));
+            } else {
+                println!("requeued {} dead request(s): {ids:?}", ids.len());
+            }
+            if ids.is_empty() && !all_dead {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Prune { older_than_hours } => {
+            let n = client.prune(Duration::from_secs(older_than_hours * 3600)).await?;
+            if json {
+                println!("{}", serde_json::json!({ "pruned": n }));
+            } else {
+                println!("pruned {n} finished request(s)");
             }
         }
         Command::Check => {

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use sqlx::{Acquire, PgPool};
 
 use crate::allocate::{self, Decision, ProcessError};
+use crate::metrics::Metrics;
 use crate::retry::Jitter;
 
 /// Which requests a batch claims.
@@ -51,7 +52,7 @@ struct Claimed {
 }
 
 /// Run one batch transaction.
-pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error> {
+pub async fn run(pool: &PgPool, claim: Claim<'_>, metrics: &Metrics) -> Result<Report, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let rows: Vec<Claimed> = match &claim {
         Claim::Next(limit) => sqlx::query_as(queue::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
@@ -64,6 +65,9 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(report);
+    }
+    if matches!(claim, Claim::Next(_)) {
+        metrics.batch(rows.len());
     }
     let mut outcomes = Vec::with_capacity(rows.len());
     for row in rows {
@@ -120,10 +124,17 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>) -> Result<Report, sqlx::Error>
             report.finished += 1;
         }
     }
-    if !outcomes.is_empty() {
-        sqlx::query(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).execute(&mut *tx).await?;
-    }
+    let finished: Vec<(String, String, f64)> = if outcomes.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
+    };
     tx.commit().await?;
+    for (kind, outcome, latency) in &finished {
+        metrics.finished(kind, outcome, *latency);
+    }
+    Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
+    Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
 }
 

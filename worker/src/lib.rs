@@ -9,6 +9,9 @@
 //! - [`allocate`]: one request's seat changes (all-or-nothing, never waiting
 //!   on a row lock);
 //! - [`sweeper`]: active expiry of lapsed holds;
+//! - [`registry`]: registration and heartbeats in `seatq.workers`;
+//! - [`retention`]: pruning of old finished requests;
+//! - [`metrics`]: Prometheus `/metrics` and `/healthz`;
 //! - [`retry`]: jittered exponential backoff;
 //! - [`fault`]: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
 //!
@@ -17,6 +20,9 @@
 pub mod allocate;
 pub mod batch;
 pub mod fault;
+pub mod metrics;
+pub mod registry;
+pub mod retention;
 pub mod retry;
 pub mod sweeper;
 pub mod worker;
@@ -42,6 +48,17 @@ pub struct Config {
     pub contention_retries: u32,
     /// How long a still-contended request waits in the queue.
     pub requeue_delay: Duration,
+    /// Name in `seatq.workers` (default `host-pid`).
+    pub name: Option<String>,
+    /// How often the worker heartbeats in `seatq.workers`.
+    pub heartbeat_interval: Duration,
+    /// Finished requests older than this are pruned; `None` keeps them.
+    pub retention: Option<Duration>,
+    /// How often retention runs.
+    pub prune_interval: Duration,
+    /// Longest a batch may take before the worker gives up on its connection
+    /// (a silent network); its transaction then rolls back on the server.
+    pub batch_timeout: Duration,
 }
 
 /// Largest batch. Each request runs under a savepoint, and a request may use
@@ -58,6 +75,11 @@ impl Default for Config {
             sweep_interval: Duration::from_secs(1),
             contention_retries: 5,
             requeue_delay: Duration::from_millis(200),
+            name: None,
+            heartbeat_interval: Duration::from_secs(1),
+            retention: Some(Duration::from_secs(7 * 24 * 3600)),
+            prune_interval: Duration::from_secs(60),
+            batch_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -30,6 +30,18 @@ struct Args {
     /// Contention retries before a request goes back to the queue.
     #[arg(long, env = "SEATQ_CONTENTION_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     contention_retries: u32,
+    /// Name in `seatq workers` (default host-pid).
+    #[arg(long, env = "SEATQ_WORKER_NAME")]
+    name: Option<String>,
+    /// Serve Prometheus /metrics and /healthz on this address, e.g. 127.0.0.1:9187.
+    #[arg(long, env = "SEATQ_METRICS_ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Delete finished requests older than this many hours (0 keeps them).
+    #[arg(long, env = "SEATQ_RETENTION_HOURS", default_value_t = 7 * 24)]
+    retention_hours: u64,
+    /// On SIGTERM/SIGINT, give the batches in hand this long to finish.
+    #[arg(long, env = "SEATQ_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    shutdown_grace_secs: u64,
     /// Log as JSON lines.
     #[arg(long, env = "SEATQ_LOG_JSON")]
     log_json: bool,
@@ -45,20 +57,28 @@ async fn main() -> anyhow::Result<()> {
         poll_interval: Duration::from_millis(args.poll_ms.max(1)),
         sweep_interval: Duration::from_millis(args.sweep_ms),
         contention_retries: args.contention_retries,
+        name: args.name,
+        retention: (args.retention_hours > 0).then(|| Duration::from_secs(args.retention_hours * 3600)),
         ..Config::default()
     };
-    let worker = Worker::connect(&args.database_url, config.clone()).await.context("starting seatq-worker")?;
+    let mut worker = Worker::connect(&args.database_url, config.clone()).await.context("starting seatq-worker")?;
+    if let Some(addr) = args.metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+        tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
+        worker = worker.serve_metrics(listener);
+    }
     let shutdown = CancellationToken::new();
-    tokio::spawn(on_signals(shutdown.clone()));
+    tokio::spawn(on_signals(shutdown.clone(), Duration::from_secs(args.shutdown_grace_secs)));
     tracing::info!(?config, "seatq-worker started");
     worker.run(shutdown).await;
     tracing::info!("seatq-worker stopped");
     Ok(())
 }
 
-/// First SIGINT/SIGTERM: stop claiming and finish the batches in hand.
-/// Second: exit at once (open transactions roll back; requests stay queued).
-async fn on_signals(shutdown: CancellationToken) {
+/// First SIGINT/SIGTERM: stop claiming and finish the batches in hand, for
+/// at most `grace`. Second: exit at once (open transactions roll back; their
+/// requests stay queued).
+async fn on_signals(shutdown: CancellationToken, grace: Duration) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         tracing::error!("cannot install signal handlers");
@@ -67,7 +87,10 @@ async fn on_signals(shutdown: CancellationToken) {
     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
     tracing::info!("shutting down: finishing the requests in hand (signal again to exit at once)");
     shutdown.cancel();
-    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-    tracing::warn!("second signal: exiting now");
+    tokio::select! {
+        _ = term.recv() => tracing::warn!("second signal: exiting now"),
+        _ = int.recv() => tracing::warn!("second signal: exiting now"),
+        _ = tokio::time::sleep(grace) => tracing::error!(?grace, "batches still running after the grace period; exiting"),
+    }
     std::process::exit(130);
 }

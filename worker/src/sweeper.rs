@@ -2,11 +2,14 @@
 //! depends on it (every allocation treats a lapsed hold as free); it keeps
 //! seat and booking states tidy for people and reports.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use seatq::sql::expiry;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
 
 /// Rows changed per sweep transaction, to keep each one short.
 const SWEEP_BATCH: i64 = 1000;
@@ -37,10 +40,12 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
 }
 
 /// Sweep every `interval` until cancelled.
-pub async fn run(pool: PgPool, interval: Duration, shutdown: CancellationToken) {
+pub async fn run(pool: PgPool, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
     loop {
         match sweep(&pool).await {
             Ok(s) if s.seats + s.bookings > 0 => {
+                Metrics::add(&metrics.seats_expired, s.seats as u64);
+                Metrics::add(&metrics.holds_expired, s.bookings as u64);
                 tracing::info!(seats = s.seats, bookings = s.bookings, "expired lapsed holds")
             }
             Ok(_) => {}

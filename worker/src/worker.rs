@@ -1,24 +1,31 @@
-//! The worker process: batch loops, the wake-up listener and the sweeper,
-//! with graceful shutdown.
+//! The worker process: batch loops, the wake-up listener, the sweeper, the
+//! registry heartbeat, retention and metrics, with graceful shutdown.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use seatq::sql::queue;
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::batch::{self, Claim};
+use crate::metrics::{self, Metrics};
+use crate::registry::{self, Identity};
 use crate::retry::Jitter;
-use crate::{Config, sweeper};
+use crate::{Config, retention, sweeper};
 
 /// A pool of batch loops sharing one database pool.
 #[derive(Debug, Clone)]
 pub struct Worker {
     pool: PgPool,
     config: Config,
+    metrics: Arc<Metrics>,
+    /// Where `/metrics` is served, taken by `run`.
+    metrics_listener: Arc<Mutex<Option<TcpListener>>>,
 }
 
 impl Worker {
@@ -35,7 +42,14 @@ impl Worker {
     /// Use an existing pool (migrations must already be applied).
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
-        Worker { pool, config }
+        config.concurrency = config.concurrency.max(1);
+        Worker { pool, config, metrics: Arc::default(), metrics_listener: Arc::default() }
+    }
+
+    /// Serve `/metrics` and `/healthz` on this listener while running.
+    pub fn serve_metrics(self, listener: TcpListener) -> Worker {
+        *self.metrics_listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(listener);
+        self
     }
 
     /// The pool this worker uses.
@@ -43,16 +57,37 @@ impl Worker {
         &self.pool
     }
 
+    /// This worker's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Process requests until `shutdown` is cancelled, then finish the batches
     /// in hand and return.
     pub async fn run(&self, shutdown: CancellationToken) {
         let (wake_tx, wake_rx) = watch::channel(0u64);
         let tracker = TaskTracker::new();
+        let c = &self.config;
         tracker.spawn(listen(self.pool.clone(), wake_tx, shutdown.clone()));
-        if !self.config.sweep_interval.is_zero() {
-            tracker.spawn(sweeper::run(self.pool.clone(), self.config.sweep_interval, shutdown.clone()));
+        let me = Identity::this_process(c.name.clone(), self.settings());
+        tracker.spawn(registry::run(
+            self.pool.clone(),
+            me,
+            c.heartbeat_interval,
+            self.metrics.clone(),
+            shutdown.clone(),
+        ));
+        if !c.sweep_interval.is_zero() {
+            tracker.spawn(sweeper::run(self.pool.clone(), c.sweep_interval, self.metrics.clone(), shutdown.clone()));
         }
-        for n in 0..self.config.concurrency.max(1) {
+        if let Some(older_than) = c.retention {
+            let (pool, metrics, token) = (self.pool.clone(), self.metrics.clone(), shutdown.clone());
+            tracker.spawn(retention::run(pool, older_than, c.prune_interval, metrics, token));
+        }
+        if let Some(listener) = self.metrics_listener.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            tracker.spawn(metrics::serve(listener, self.metrics.clone(), self.pool.clone(), shutdown.clone()));
+        }
+        for n in 0..c.concurrency {
             let worker = self.clone();
             let (wake, shutdown) = (wake_rx.clone(), shutdown.clone());
             tracker.spawn(async move { worker.batch_loop(n, wake, shutdown).await });
@@ -66,7 +101,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) = self.process_once().await?;
+            let (claimed, done) = self.process_once(self.config.batch_size).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -74,16 +109,42 @@ impl Worker {
         }
     }
 
+    fn settings(&self) -> serde_json::Value {
+        let c = &self.config;
+        serde_json::json!({
+            "concurrency": c.concurrency,
+            "batch_size": c.batch_size,
+            "poll_ms": c.poll_interval.as_millis() as u64,
+            "sweep_ms": c.sweep_interval.as_millis() as u64,
+            "contention_retries": c.contention_retries,
+            "retention_secs": c.retention.map(|r| r.as_secs()),
+            "version": env!("CARGO_PKG_VERSION"),
+        })
+    }
+
     async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
         let mut errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+        // After a failed batch, claim one request at a time for a while, so a
+        // request that breaks its connection holds up only itself.
+        let mut careful: usize = 0;
         while !shutdown.is_cancelled() {
             wake.borrow_and_update();
-            match self.process_once().await {
-                Ok((claimed, _)) if claimed as i64 >= self.config.batch_size => continue,
-                Ok(_) => errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
-                Err(e) => {
+            let limit = if careful > 0 { 1 } else { self.config.batch_size };
+            careful = careful.saturating_sub(1);
+            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit)).await;
+            match result {
+                Ok(Ok((claimed, _))) if claimed as i64 >= limit => continue,
+                Ok(Ok(_)) => errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
+                Ok(Err(_)) | Err(_) => {
                     let delay = errors.next_delay();
-                    tracing::warn!(loop_ = n, error = %e, retry_in = ?delay, "batch failed; its requests stay queued");
+                    match result {
+                        Ok(Err(e)) => tracing::warn!(loop_ = n, error = %e, retry_in = ?delay,
+                            "batch failed and rolled back; its requests stay queued"),
+                        _ => tracing::warn!(loop_ = n, retry_in = ?delay,
+                            "batch timed out; giving up its connection, its requests stay queued"),
+                    }
+                    Metrics::add(&self.metrics.batch_errors, 1);
+                    careful = self.config.batch_size as usize;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}
@@ -100,11 +161,12 @@ impl Worker {
         tracing::debug!(loop_ = n, "batch loop stopped");
     }
 
-    /// One batch, then its contended requests again after jittered backoffs
-    /// (no transaction open while sleeping); those still contended after the
-    /// last try go back to the queue. Returns (claimed, finished).
-    async fn process_once(&self) -> Result<(usize, usize), sqlx::Error> {
-        let first = batch::run(&self.pool, Claim::Next(self.config.batch_size)).await?;
+    /// One batch of up to `limit`, then its contended requests again after
+    /// jittered backoffs (no transaction open while sleeping); those still
+    /// contended after the last try go back to the queue. Returns (claimed,
+    /// finished).
+    async fn process_once(&self, limit: i64) -> Result<(usize, usize), sqlx::Error> {
+        let first = batch::run(&self.pool, Claim::Next(limit), &self.metrics).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -114,7 +176,7 @@ impl Worker {
             }
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
-            let report = batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }).await?;
+            let report = batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }, &self.metrics).await?;
             finished += report.finished;
             contended = report.contended;
         }
@@ -122,14 +184,22 @@ impl Worker {
     }
 }
 
-/// Worker session settings, sent with the connection's startup packet: a
-/// lock_timeout as the safety net (the mechanism is SKIP LOCKED / NOWAIT),
-/// and timeouts that end a stuck statement or an abandoned transaction.
+/// Worker session settings, sent with the connection's startup packet:
+/// - `lock_timeout` as the safety net (the mechanism is SKIP LOCKED / NOWAIT);
+/// - `statement_timeout` and `idle_in_transaction_session_timeout` end a stuck
+///   statement or an abandoned transaction, releasing its locks;
+/// - TCP keepalives and `client_connection_check_interval` let the server
+///   notice within seconds that a worker's host is gone (no FIN), and roll its
+///   transaction back.
 pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
     options.application_name("seatq-worker").options([
         ("lock_timeout", "2s"),
         ("statement_timeout", "30s"),
         ("idle_in_transaction_session_timeout", "10s"),
+        ("tcp_keepalives_idle", "5"),
+        ("tcp_keepalives_interval", "1"),
+        ("tcp_keepalives_count", "3"),
+        ("client_connection_check_interval", "1s"),
     ])
 }
 

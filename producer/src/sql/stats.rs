@@ -53,3 +53,6 @@ WHERE event_id = $1 AND (state = 'booked' OR (state = 'held' AND held_until > no
 pub const SEATS_GRANTED: &str = "
 SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings
 WHERE event_id = $1 AND (state = 'booked' OR (state = 'held' AND held_until > now()))";
+
+/// The health check's query.
+pub const PING: &str = "SELECT 1";

@@ -1,0 +1,194 @@
+//! Prometheus metrics and health, served over plain HTTP on `/metrics` and
+//! `/healthz`. Two fixed GET paths need no web framework: a small handler
+//! reads the request line and writes the answer.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use seatq::sql::stats;
+use sqlx::PgPool;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+const LATENCY_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+const KINDS: &[&str] = &["hold", "book", "confirm", "cancel"];
+
+/// Counters of one worker process.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Finished requests by (kind, outcome).
+    requests: Mutex<BTreeMap<(String, String), u64>>,
+    latency: Mutex<Histogram>,
+    batch_sizes: Mutex<Histogram>,
+    pub contention_retries: AtomicU64,
+    pub requeued: AtomicU64,
+    pub batch_errors: AtomicU64,
+    pub seats_expired: AtomicU64,
+    pub holds_expired: AtomicU64,
+    pub pruned: AtomicU64,
+    pub heartbeats: AtomicU64,
+    /// Unix time of the last heartbeat, in milliseconds.
+    pub last_heartbeat_ms: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Histogram {
+    /// Count per bucket (not cumulative); one more than the bounds for +Inf.
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, bounds: &[f64], v: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; bounds.len() + 1];
+        }
+        let i = bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len());
+        self.counts[i] += 1;
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str, bounds: &[f64]) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, b) in bounds.iter().enumerate() {
+            cumulative += self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", self.sum, self.count);
+    }
+}
+
+/// A poisoned lock only means a panic elsewhere mid-update; the counts are
+/// still usable.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Metrics {
+    /// A finished request.
+    pub fn finished(&self, kind: &str, outcome: &str, latency_secs: f64) {
+        // Label values come from our own codes; a stored kind could be
+        // anything, so unknown kinds share one label.
+        let kind = if KINDS.contains(&kind) { kind } else { "unknown" };
+        *lock(&self.requests).entry((kind.to_string(), outcome.to_string())).or_default() += 1;
+        lock(&self.latency).observe(LATENCY_BUCKETS, latency_secs.max(0.0));
+    }
+
+    /// A batch of `size` requests claimed.
+    pub fn batch(&self, size: usize) {
+        lock(&self.batch_sizes).observe(BATCH_BUCKETS, size as f64);
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Finished requests of this kind and outcome so far.
+    pub fn requests(&self, kind: &str, outcome: &str) -> u64 {
+        lock(&self.requests).get(&(kind.to_string(), outcome.to_string())).copied().unwrap_or(0)
+    }
+
+    /// The Prometheus text exposition; `queue` is requests by status.
+    pub fn render(&self, queue: &[(String, i64)]) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP seatq_requests_total Requests finished by this worker, by kind and outcome.\n");
+        out.push_str("# TYPE seatq_requests_total counter\n");
+        for ((kind, outcome), n) in lock(&self.requests).iter() {
+            let _ = writeln!(out, "seatq_requests_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {n}");
+        }
+        lock(&self.latency).render(
+            &mut out,
+            "seatq_request_latency_seconds",
+            "Enqueue-to-outcome latency of requests finished by this worker.",
+            LATENCY_BUCKETS,
+        );
+        lock(&self.batch_sizes).render(&mut out, "seatq_batch_size", "Requests claimed per batch.", BATCH_BUCKETS);
+        out.push_str("# HELP seatq_queue_depth Requests in the queue table by status.\n# TYPE seatq_queue_depth gauge\n");
+        for (status, n) in queue {
+            let _ = writeln!(out, "seatq_queue_depth{{status=\"{status}\"}} {n}");
+        }
+        let counters: [(&str, &str, &AtomicU64); 8] = [
+            ("seatq_contention_retries_total", "Retries of requests that found seats locked.", &self.contention_retries),
+            ("seatq_requests_requeued_total", "Requests put back in the queue for later.", &self.requeued),
+            ("seatq_batch_errors_total", "Batches rolled back by a connection or database failure.", &self.batch_errors),
+            ("seatq_seats_expired_total", "Held seats freed by the sweeper.", &self.seats_expired),
+            ("seatq_holds_expired_total", "Holds marked expired by the sweeper.", &self.holds_expired),
+            ("seatq_requests_pruned_total", "Finished requests deleted by retention.", &self.pruned),
+            ("seatq_worker_heartbeats_total", "Heartbeats written to seatq.workers.", &self.heartbeats),
+            ("seatq_worker_last_heartbeat_ms", "Unix time of the last heartbeat, in milliseconds.", &self.last_heartbeat_ms),
+        ];
+        for (name, help, value) in counters {
+            let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value.load(Ordering::Relaxed));
+        }
+        out
+    }
+}
+
+/// Serve `/metrics` and `/healthz` until cancelled.
+pub async fn serve(listener: TcpListener, metrics: std::sync::Arc<Metrics>, pool: PgPool, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics: accept failed");
+                    continue;
+                }
+            },
+        };
+        let (metrics, pool) = (metrics.clone(), pool.clone());
+        tokio::spawn(async move {
+            if let Err(e) = tokio::time::timeout(Duration::from_secs(10), answer(stream, &metrics, &pool)).await {
+                tracing::debug!(error = %e, "metrics: request timed out");
+            }
+        });
+    }
+}
+
+async fn answer(mut stream: TcpStream, metrics: &Metrics, pool: &PgPool) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
+        let n = stream.read(&mut buf[len..]).await?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let mut words = head.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (status, body) = match (method, path) {
+        ("GET", "/metrics") => {
+            let queue = sqlx::query_as(stats::REQUESTS_BY_STATUS).fetch_all(pool).await.unwrap_or_default();
+            ("200 OK", metrics.render(&queue))
+        }
+        ("GET", "/healthz") => {
+            let ping = tokio::time::timeout(Duration::from_secs(2), sqlx::query(stats::PING).execute(pool)).await;
+            match ping {
+                Ok(Ok(_)) => ("200 OK", "ok\n".to_string()),
+                Ok(Err(e)) => ("503 Service Unavailable", format!("database: {e}\n")),
+                Err(_) => ("503 Service Unavailable", "database: no answer within 2s\n".to_string()),
+            }
+        }
+        ("GET", _) => ("404 Not Found", "try /metrics or /healthz\n".to_string()),
+        _ => ("405 Method Not Allowed", "GET only\n".to_string()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}

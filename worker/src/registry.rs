@@ -1,0 +1,98 @@
+//! The worker registry: each process registers in `seatq.workers` and
+//! heartbeats, so `seatq workers` lists the live ones; each live worker drops
+//! the rows of dead ones.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use seatq::sql::operations;
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+use crate::retry::Jitter;
+
+/// Who this worker is.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: String,
+    pub host: String,
+    pub pid: u32,
+    /// The settings it runs with, for `seatq workers`.
+    pub settings: Value,
+}
+
+impl Identity {
+    /// This process, named `name` or `host-pid`.
+    pub fn this_process(name: Option<String>, settings: Value) -> Identity {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "unknown-host".into());
+        let pid = std::process::id();
+        Identity { name: name.unwrap_or_else(|| format!("{host}-{pid}")), host, pid, settings }
+    }
+}
+
+/// Register, heartbeat every `interval` until cancelled, then deregister.
+pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    let mut backoff = Jitter::new(Duration::from_millis(200), Duration::from_secs(10));
+    let mut id: Option<i64> = None;
+    loop {
+        let beat = async {
+            match id {
+                None => sqlx::query_scalar(operations::REGISTER_WORKER)
+                    .bind(&me.name)
+                    .bind(&me.host)
+                    .bind(me.pid as i32)
+                    .bind(&me.settings)
+                    .fetch_one(&pool)
+                    .await
+                    .map(Some),
+                Some(current) => sqlx::query_scalar::<_, bool>(operations::HEARTBEAT)
+                    .bind(current)
+                    .fetch_optional(&pool)
+                    .await
+                    .map(|alive| alive.map(|_| current)),
+            }
+        };
+        let delay = match beat.await {
+            Ok(now) => {
+                if now.is_none() {
+                    tracing::warn!("this worker's registration was dropped as dead; registering again");
+                } else if id.is_none() {
+                    tracing::info!(worker = now, name = %me.name, "registered");
+                }
+                id = now;
+                if id.is_some() {
+                    Metrics::add(&metrics.heartbeats, 1);
+                    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+                    metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+                }
+                let dead_after = seatq::WORKER_DEAD_AFTER.as_secs_f64();
+                if let Err(e) = sqlx::query(operations::DROP_DEAD_WORKERS).bind(dead_after).execute(&pool).await {
+                    tracing::debug!(error = %e, "dropping dead workers failed");
+                }
+                backoff = Jitter::new(Duration::from_millis(200), Duration::from_secs(10));
+                interval
+            }
+            Err(e) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in = ?delay, "heartbeat failed");
+                delay
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+    if let Some(id) = id
+        && let Err(e) = sqlx::query(operations::DEREGISTER_WORKER).bind(id).execute(&pool).await
+    {
+        tracing::warn!(error = %e, "could not deregister; the row expires by itself");
+    }
+}

@@ -44,6 +44,15 @@ impl TestDb {
         TestDb { name, options, client: Client::from_pool(pool.clone()), pool }
     }
 
+    /// The URL of this test's database, for worker processes.
+    pub fn url(&self) -> String {
+        let server = server_url();
+        let (base, query) =
+            server.split_once('?').map(|(b, q)| (b, format!("?{q}"))).unwrap_or((&server, String::new()));
+        let base = base.rsplit_once('/').map(|(b, _)| b).unwrap_or(base);
+        format!("{base}/{}{query}", self.name)
+    }
+
     /// A worker with its own pool and worker session settings.
     pub async fn worker(&self, config: Config) -> Worker {
         let options = seatq_worker::worker::session_options(self.options.clone());
@@ -146,4 +155,89 @@ pub fn hold(event: i64, class: i16, party: u32, customer: &str) -> SeatRequest {
 /// The error code of a finished request, or "succeeded".
 pub fn code(r: &RequestRecord) -> &str {
     r.error_code.as_deref().unwrap_or(r.status.as_str())
+}
+
+/// A `seatq-worker` process. Killed (SIGKILL) if dropped while running.
+pub struct WorkerProcess {
+    pub child: std::process::Child,
+    pub name: String,
+}
+
+impl WorkerProcess {
+    /// Start `seatq-worker` on `db` with extra arguments and environment.
+    pub fn start(db: &TestDb, name: &str, args: &[&str], env: &[(&str, &str)]) -> WorkerProcess {
+        // cargo builds the binary beside the test executables (worker/tests/cli.rs makes it build it).
+        let exe = std::env::current_exe().expect("test executable");
+        let bin = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join("seatq-worker");
+        assert!(bin.exists(), "{} is missing: run the tests with `cargo test --workspace`", bin.display());
+        let log =
+            std::fs::File::create(std::env::temp_dir().join(format!("{}-{name}.log", db.name))).expect("log file");
+        let child = std::process::Command::new(bin)
+            .args(["--name", name])
+            .args(args)
+            .env("DATABASE_URL", db.url())
+            .env("RUST_LOG", "info,sqlx=warn")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start seatq-worker");
+        WorkerProcess { child, name: name.to_string() }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send a signal by name (TERM, STOP, CONT, KILL).
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill -{sig} {}", self.pid());
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Wait for the process to exit (up to `limit`); its exit code, or None
+    /// if it was still running (it is then killed).
+    pub fn wait_exit(mut self, limit: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Poll `check` every 20 ms until it is true or `limit` passes; whether it became true.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
 }

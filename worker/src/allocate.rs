@@ -41,9 +41,8 @@ pub enum Decision {
 pub async fn process(conn: &mut PgConnection, request_id: i64, request: &Request) -> Result<Decision, ProcessError> {
     match fault::injected(request) {
         Some(Fault::Panic) => panic!("injected fault: panic while processing request {request_id}"),
-        Some(Fault::Error) => {
-            return Err(ProcessError::Internal("injected fault: unexpected error".into()));
-        }
+        Some(Fault::Error) => return Err(ProcessError::Internal("injected fault: unexpected error".into())),
+        Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
         None => {}
     }
     match request {

@@ -1,7 +1,9 @@
 //! Fault injection for tests: with `SEATQ_FAULT_INJECTION=1` in the worker's
 //! environment, a hold or book whose customer is `fault:panic` panics while
-//! being processed, and one whose customer is `fault:error` fails with an
-//! unexpected error. Without the variable, such customers are ordinary names.
+//! being processed, one whose customer is `fault:error` fails with an
+//! unexpected error, and one whose customer is `fault:hang` hangs for an hour
+//! inside its batch transaction (for killing a worker mid-batch). Without the
+//! variable, such customers are ordinary names.
 
 use std::sync::OnceLock;
 
@@ -12,6 +14,7 @@ use seatq::request::Request;
 pub enum Fault {
     Panic,
     Error,
+    Hang,
 }
 
 fn enabled() -> bool {
@@ -30,6 +33,7 @@ pub fn injected(request: &Request) -> Option<Fault> {
     match r.customer.as_str() {
         "fault:panic" => Some(Fault::Panic),
         "fault:error" => Some(Fault::Error),
+        "fault:hang" => Some(Fault::Hang),
         _ => None,
     }
 }

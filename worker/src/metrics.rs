@@ -112,23 +112,38 @@ impl Metrics {
             LATENCY_BUCKETS,
         );
         lock(&self.batch_sizes).render(&mut out, "seatq_batch_size", "Requests claimed per batch.", BATCH_BUCKETS);
-        out.push_str("# HELP seatq_queue_depth Requests in the queue table by status.\n# TYPE seatq_queue_depth gauge\n");
+        out.push_str(
+            "# HELP seatq_queue_depth Requests in the queue table by status.\n# TYPE seatq_queue_depth gauge\n",
+        );
         for (status, n) in queue {
             let _ = writeln!(out, "seatq_queue_depth{{status=\"{status}\"}} {n}");
         }
         let counters: [(&str, &str, &AtomicU64); 8] = [
-            ("seatq_contention_retries_total", "Retries of requests that found seats locked.", &self.contention_retries),
+            (
+                "seatq_contention_retries_total",
+                "Retries of requests that found seats locked.",
+                &self.contention_retries,
+            ),
             ("seatq_requests_requeued_total", "Requests put back in the queue for later.", &self.requeued),
-            ("seatq_batch_errors_total", "Batches rolled back by a connection or database failure.", &self.batch_errors),
+            (
+                "seatq_batch_errors_total",
+                "Batches rolled back by a connection or database failure.",
+                &self.batch_errors,
+            ),
             ("seatq_seats_expired_total", "Held seats freed by the sweeper.", &self.seats_expired),
             ("seatq_holds_expired_total", "Holds marked expired by the sweeper.", &self.holds_expired),
             ("seatq_requests_pruned_total", "Finished requests deleted by retention.", &self.pruned),
             ("seatq_worker_heartbeats_total", "Heartbeats written to seatq.workers.", &self.heartbeats),
-            ("seatq_worker_last_heartbeat_ms", "Unix time of the last heartbeat, in milliseconds.", &self.last_heartbeat_ms),
+            (
+                "seatq_worker_last_heartbeat_ms",
+                "Unix time of the last heartbeat, in milliseconds.",
+                &self.last_heartbeat_ms,
+            ),
         ];
         for (name, help, value) in counters {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value.load(Ordering::Relaxed));
+            let _ =
+                writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value.load(Ordering::Relaxed));
         }
         out
     }

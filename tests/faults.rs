@@ -1,0 +1,171 @@
+//! Faults, with real `seatq-worker` processes: workers SIGKILLed mid-batch or
+//! frozen, random kills under load. Nothing may be lost, doubled or left half
+//! done. The recovery times are printed (run with `--nocapture`); they are
+//! measured here, never asserted.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestDb, WorkerProcess, code, eventually, hold};
+use seatq::{NewRequest, Request, SeatRequest, Status};
+
+/// Is some worker session idle inside a transaction (hanging mid-batch)?
+async fn worker_hangs_in_transaction(db: &TestDb) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'seatq-worker'
+           AND state = 'idle in transaction')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap_or(false)
+}
+
+async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
+    sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(&db.pool).await.unwrap()
+}
+
+/// Five bookings and one that hangs, in one batch: the victim holds seat
+/// changes for the five, uncommitted, when it dies.
+async fn batch_with_a_hang(db: &TestDb, event: i64) -> Vec<i64> {
+    let mut batch: Vec<NewRequest> =
+        (0..5).map(|n| Request::Book(hold(event, 3, 2, &format!("c{n}"))).into()).collect();
+    batch.push(Request::Book(hold(event, 3, 2, "fault:hang")).into());
+    db.client.enqueue_many(&batch).await.unwrap()
+}
+
+/// The victim hangs mid-batch; `stop` ends it (SIGKILL or SIGSTOP); a survivor
+/// must finish every request. Returns the time from `stop` to the last outcome.
+async fn take_over(db: &TestDb, stop: &str) -> Duration {
+    let event = db.client.add_event("E", 100, 6).await.unwrap();
+    let victim = WorkerProcess::start(db, "victim", &[], &[("SEATQ_FAULT_INJECTION", "1")]);
+    let ids = batch_with_a_hang(db, event).await;
+    assert!(eventually(Duration::from_secs(60), || worker_hangs_in_transaction(db)).await, "victim never claimed");
+    assert_eq!(db.seats_taken(event).await, 0, "uncommitted seat changes are invisible");
+    // The survivor runs without fault injection: to it, fault:hang is a name.
+    let survivor = WorkerProcess::start(db, "survivor", &[], &[]);
+    tokio::time::sleep(Duration::from_millis(500)).await; // let it connect and go idle
+    assert_eq!(unfinished(db, &ids).await, 6, "the victim's claim holds while it lives");
+
+    let stopped = Instant::now();
+    victim.signal(stop);
+    let done = eventually(Duration::from_secs(60), || async { unfinished(db, &ids).await == 0 }).await;
+    let recovery = stopped.elapsed();
+    assert!(done, "the survivor never finished the victim's batch");
+    if stop == "STOP" {
+        victim.signal("CONT");
+    }
+    victim.kill();
+    for id in &ids {
+        let r = db.client.status(*id).await.unwrap();
+        assert_eq!((r.status, r.attempts), (Status::Succeeded, 0), "{r:?}");
+    }
+    assert_eq!(db.seats_taken(event).await, 12, "each of the six bookings took its two seats once");
+    assert_eq!(db.seats_granted(event).await, 12);
+    assert_eq!(survivor.wait_exit_after_term(), Some(0));
+    db.assert_invariants(true).await;
+    recovery
+}
+
+trait Term {
+    fn wait_exit_after_term(self) -> Option<i32>;
+}
+
+impl Term for WorkerProcess {
+    fn wait_exit_after_term(self) -> Option<i32> {
+        self.signal("TERM");
+        self.wait_exit(Duration::from_secs(30))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_batch_loses_nothing_and_is_taken_over_at_once() {
+    let db = TestDb::new().await;
+    let recovery = take_over(&db, "KILL").await;
+    println!("recovery after SIGKILL mid-batch: {} ms (survivor polls every 500 ms)", recovery.as_millis());
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_worker_is_cut_off_and_taken_over() {
+    // A frozen process (SIGSTOP) looks to the server like a lost host: its
+    // socket stays open and nothing comes. idle_in_transaction_session_timeout
+    // (10 s) ends its transaction and frees its claim.
+    let db = TestDb::new().await;
+    let recovery = take_over(&db, "STOP").await;
+    println!("recovery from a frozen worker mid-batch: {} ms", recovery.as_millis());
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_sigkills_under_load_lose_nothing() {
+    const EVENTS: i32 = 4;
+    const SEATS: i32 = 250;
+    const REQUESTS: usize = 3000;
+    const WORKERS: usize = 4;
+    let db = TestDb::new().await;
+    let mut events = Vec::new();
+    for n in 0..EVENTS {
+        events.push(db.client.add_event(&format!("E{n}"), SEATS, 6).await.unwrap());
+    }
+    let mut rng = fastrand::Rng::with_seed(11);
+    let batch: Vec<NewRequest> = (0..REQUESTS)
+        .map(|n| {
+            let event = events[rng.usize(..events.len())];
+            let mut r = SeatRequest::new(event, [1, 2, 3, 3][rng.usize(..4)], rng.u32(1..=4), format!("c{n}"));
+            r.together = rng.u8(..10) == 0;
+            if rng.u8(..10) == 0 {
+                r = SeatRequest::named(event, vec![rng.i32(1..=SEATS)], format!("c{n}"));
+            }
+            NewRequest::from(if rng.bool() { Request::Hold(r) } else { Request::Book(r) })
+        })
+        .collect();
+    let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
+    let mut workers: Vec<WorkerProcess> =
+        (0..WORKERS).map(|n| WorkerProcess::start(&db, &format!("w{n}"), &args, &[])).collect();
+    let mut ids = Vec::new();
+    for chunk in batch.chunks(500) {
+        ids.extend(db.client.enqueue_many(chunk).await.unwrap());
+    }
+
+    let started = Instant::now();
+    let mut kills = 0;
+    let mut restarts = 0;
+    while unfinished(&db, &ids).await > 0 {
+        assert!(started.elapsed() < Duration::from_secs(300), "requests stuck after {kills} kills");
+        tokio::time::sleep(Duration::from_millis(rng.u64(20..200))).await;
+        let victim = rng.usize(..workers.len());
+        let name = format!("w{victim}-{restarts}");
+        workers.remove(victim).kill();
+        kills += 1;
+        restarts += 1;
+        workers.insert(victim, WorkerProcess::start(&db, &name, &args, &[]));
+    }
+    let elapsed = started.elapsed();
+    for w in workers {
+        assert_eq!(w.wait_exit_after_term(), Some(0), "graceful exit");
+    }
+    println!("{REQUESTS} requests finished in {:.1}s under {kills} SIGKILLs", elapsed.as_secs_f64());
+    assert!(kills >= 3, "too few kills to mean anything: {kills}");
+
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for (id, new) in ids.iter().zip(&batch) {
+        let r = db.client.status(*id).await.unwrap();
+        *outcomes.entry(code(&r).to_string()).or_default() += 1;
+        assert!(
+            ["succeeded", "sold_out", "seats_taken", "no_adjacent_seats"].contains(&code(&r)),
+            "no request dies of a worker crash: {r:?}"
+        );
+        let (Request::Hold(want) | Request::Book(want)) = &new.request else { unreachable!() };
+        if let Some(b) = r.booking() {
+            assert_eq!(b.seats.len() as u32, want.party_size(), "whole parties only: {r:?}");
+        }
+    }
+    println!("outcomes: {outcomes:?}");
+    for event in events {
+        assert_eq!(db.seats_taken(event).await, db.seats_granted(event).await, "seats taken = seats granted");
+    }
+    db.assert_invariants(true).await;
+    db.close().await;
+}

@@ -166,16 +166,22 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Start `seatq-worker` on `db` with extra arguments and environment.
     pub fn start(db: &TestDb, name: &str, args: &[&str], env: &[(&str, &str)]) -> WorkerProcess {
+        WorkerProcess::start_on(&db.url(), &db.name, name, args, env)
+    }
+
+    /// Start `seatq-worker` on the database at `url`; its log goes to
+    /// `$TMPDIR/{log_prefix}-{name}.log`.
+    pub fn start_on(url: &str, log_prefix: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> WorkerProcess {
         // cargo builds the binary beside the test executables (worker/tests/cli.rs makes it build it).
         let exe = std::env::current_exe().expect("test executable");
         let bin = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join("seatq-worker");
         assert!(bin.exists(), "{} is missing: run the tests with `cargo test --workspace`", bin.display());
         let log =
-            std::fs::File::create(std::env::temp_dir().join(format!("{}-{name}.log", db.name))).expect("log file");
+            std::fs::File::create(std::env::temp_dir().join(format!("{log_prefix}-{name}.log"))).expect("log file");
         let child = std::process::Command::new(bin)
             .args(["--name", name])
             .args(args)
-            .env("DATABASE_URL", db.url())
+            .env("DATABASE_URL", url)
             .env("RUST_LOG", "info,sqlx=warn")
             .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
@@ -240,4 +246,92 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// A private PostgreSQL cluster (initdb into a temporary folder, its own
+/// port), for tests that restart the server under the workers without
+/// disturbing the shared one. Run as the `postgres` user when we are root.
+pub struct PrivateCluster {
+    dir: std::path::PathBuf,
+    bin: std::path::PathBuf,
+    pub port: u16,
+}
+
+impl PrivateCluster {
+    pub fn start() -> PrivateCluster {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|versions| versions.filter_map(Result::ok).map(|v| v.path().join("bin")).max())
+            .filter(|b| b.join("initdb").exists())
+            .expect("PostgreSQL's server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin");
+        let dir = std::env::temp_dir().join(format!(
+            "seatq-cluster-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("cluster dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let cluster = PrivateCluster { dir, bin, port };
+        if cluster.as_root() {
+            let ok = std::process::Command::new("chown").args(["-R", "postgres:postgres"]).arg(&cluster.dir).status();
+            assert!(ok.is_ok_and(|s| s.success()), "chown the cluster dir to postgres");
+        }
+        let data = cluster.dir.join("data");
+        cluster.pg("initdb", &["-D", path(&data), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
+        cluster.ctl("start");
+        cluster
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Stop (fast: sessions are cut off), stay down for `down`, start again.
+    pub fn restart(&self, down: Duration) {
+        self.ctl("stop");
+        std::thread::sleep(down);
+        self.ctl("start");
+    }
+
+    fn as_root(&self) -> bool {
+        std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"))
+    }
+
+    fn ctl(&self, action: &str) {
+        let data = self.dir.join("data");
+        let log = self.dir.join("server.log");
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100",
+            self.port,
+            path(&self.dir)
+        );
+        self.pg("pg_ctl", &["-D", path(&data), "-l", path(&log), "-o", &opts, "-m", "fast", "-w", "-t", "60", action]);
+    }
+
+    fn pg(&self, program: &str, args: &[&str]) {
+        let exe = self.bin.join(program);
+        let mut cmd = if self.as_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            std::process::Command::new(&exe)
+        };
+        let out = cmd.args(args).current_dir(&self.dir).output().expect(program);
+        assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+fn path(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.pg("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"])
+        }));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

@@ -1,0 +1,108 @@
+//! PostgreSQL restarts under running workers and a producer (a private
+//! cluster, so other tests are undisturbed): workers reconnect by themselves,
+//! the producer retries safely with idempotency keys, nothing is lost or
+//! doubled.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{PrivateCluster, WorkerProcess, code};
+use seatq::{Client, NewRequest, Request, SeatRequest};
+
+const REQUESTS: usize = 1500;
+
+/// Retry `op` through outages, for up to two minutes.
+async fn through_outages<T, F, Fut>(what: &str, mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, seatq::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match op().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, "{what} failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{what} kept failing: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_under_load_loses_nothing() {
+    let cluster = std::sync::Arc::new(PrivateCluster::start());
+    let url = cluster.url("seatq_restart");
+    let client = Client::connect(&url).await.expect("connect to the private cluster");
+    let mut events = Vec::new();
+    for n in 0..3 {
+        events.push(client.add_event(&format!("E{n}"), 200, 6).await.unwrap());
+    }
+    let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
+    let log = format!("seatq-restart-{}", cluster.port);
+    let workers: Vec<WorkerProcess> =
+        (0..3).map(|n| WorkerProcess::start_on(&url, &log, &format!("w{n}"), &args, &[])).collect();
+
+    let mut rng = fastrand::Rng::with_seed(5);
+    let batch: Vec<NewRequest> = (0..REQUESTS)
+        .map(|n| {
+            let r = SeatRequest::new(events[n % 3], [1, 2, 3][rng.usize(..3)], rng.u32(1..=4), format!("c{n}"));
+            NewRequest { request: Request::Book(r), idempotency_key: Some(format!("order-{n}")), priority: 0 }
+        })
+        .collect();
+
+    // The producer enqueues in chunks while the server restarts twice under it.
+    let producer = {
+        let (client, batch) = (client.clone(), batch.clone());
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for chunk in batch.chunks(50) {
+                ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            ids
+        })
+    };
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let cluster = cluster.clone();
+        tokio::task::spawn_blocking(move || cluster.restart(Duration::from_millis(500))).await.unwrap();
+    }
+    let ids = producer.await.unwrap();
+    assert_eq!(ids.len(), REQUESTS);
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let left: i64 = through_outages("count", || async {
+            Ok(sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(&ids).fetch_one(client.pool()).await?)
+        })
+        .await;
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{left} requests still queued");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for w in workers {
+        w.signal("TERM");
+        assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0), "workers survive restarts and exit cleanly");
+    }
+
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(client.pool()).await.unwrap();
+    assert_eq!(rows as usize, REQUESTS, "retried enqueues did not duplicate requests");
+    let mut distinct = ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), REQUESTS);
+    for id in &ids {
+        let r = client.status(*id).await.unwrap();
+        assert!(["succeeded", "sold_out"].contains(&code(&r)), "{r:?}");
+    }
+    for event in events {
+        assert_eq!(client.seats_taken(event).await.unwrap(), client.seats_granted(event).await.unwrap());
+    }
+    let violations = client.check_invariants(true).await.unwrap();
+    assert!(violations.is_empty(), "{violations:#?}");
+}

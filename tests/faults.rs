@@ -45,7 +45,9 @@ async fn take_over(db: &TestDb, stop: &str) -> Duration {
     assert_eq!(db.seats_taken(event).await, 0, "uncommitted seat changes are invisible");
     // The survivor runs without fault injection: to it, fault:hang is a name.
     let survivor = WorkerProcess::start(db, "survivor", &[], &[]);
-    tokio::time::sleep(Duration::from_millis(500)).await; // let it connect and go idle
+    // Let it connect and go idle, then stop the victim at a random phase of
+    // the survivor's 500 ms poll (the bound on how soon it looks again).
+    tokio::time::sleep(Duration::from_millis(500 + fastrand::u64(0..500))).await;
     assert_eq!(unfinished(db, &ids).await, 6, "the victim's claim holds while it lives");
 
     let stopped = Instant::now();

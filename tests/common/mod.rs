@@ -175,7 +175,11 @@ impl WorkerProcess {
         // cargo builds the binary beside the test executables (worker/tests/cli.rs makes it build it).
         let exe = std::env::current_exe().expect("test executable");
         let bin = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join("seatq-worker");
-        assert!(bin.exists(), "{} is missing: run the tests with `cargo test --workspace`, or build it first with `cargo build -p seatq-worker` (add --release for release tests)", bin.display());
+        assert!(
+            bin.exists(),
+            "{} is missing: run the tests with `cargo test --workspace`, or build it first with `cargo build -p seatq-worker` (add --release for release tests)",
+            bin.display()
+        );
         let log =
             std::fs::File::create(std::env::temp_dir().join(format!("{log_prefix}-{name}.log"))).expect("log file");
         let child = std::process::Command::new(bin)

@@ -25,7 +25,7 @@ async fn workers_register_heartbeat_and_drop_the_dead() {
         Config { name: Some("alpha".into()), heartbeat_interval: Duration::from_millis(100), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;
     let registered = eventually(Duration::from_secs(30), || async {
-        db.client.workers().await.unwrap().iter().any(|w| w.name == "alpha" && w.settings["batch_size"] == 32)
+        db.client.workers().await.unwrap().iter().any(|w| w.name == "alpha" && w.settings["batch_size"] == seatq_worker::DEFAULT_BATCH_SIZE)
     })
     .await;
     assert!(registered, "the worker never registered");

@@ -1,14 +1,21 @@
-//! Processing one request inside the batch transaction: the all-or-nothing,
-//! lock-what-you-can allocation (DESIGN.md rule 3) and owner-checked confirm
-//! and cancel. Every lock is taken with SKIP LOCKED or NOWAIT: a worker never
-//! waits on a row lock.
+//! Processing one request under its own savepoint: named seats (all of them
+//! or `seats_taken`), adjacent seats, and owner-checked confirm and cancel.
+//! Cheapest-first holds and bookings are allocated a batch at a time by
+//! [`crate::cheapest`], and come here only when a batch falls back to one
+//! request at a time. Every lock is taken with SKIP LOCKED or NOWAIT: a
+//! worker never waits on a row lock.
 
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
 use seatq::outcome::{BookingResult, ErrorCode, SeatInfo};
 use seatq::request::{BookingRef, Request, SeatRequest};
 use seatq::sql::{allocation, bookings};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
+use crate::Strategy;
+use crate::cheapest::{self, Wanted};
 use crate::fault::{self, Fault};
 
 /// How many adjacent blocks a `together` request tries to lock before it
@@ -38,12 +45,22 @@ pub enum Decision {
 }
 
 /// Process one decoded request. `request_id` is recorded on a new booking.
-pub async fn process(conn: &mut PgConnection, request_id: i64, request: &Request) -> Result<Decision, ProcessError> {
+pub async fn process(
+    conn: &mut PgConnection,
+    request_id: i64,
+    request: &Request,
+    strategy: Strategy,
+) -> Result<Decision, ProcessError> {
     match fault::injected(request) {
         Some(Fault::Panic) => panic!("injected fault: panic while processing request {request_id}"),
         Some(Fault::Error) => return Err(ProcessError::Internal("injected fault: unexpected error".into())),
         Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
+        Some(Fault::Slow) => tokio::time::sleep(fault::SLOW).await,
         None => {}
+    }
+    if let Some(wanted) = Wanted::of(request_id, request) {
+        let mut decisions = cheapest::allocate(conn, &[wanted], strategy).await?;
+        return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {
         Request::Hold(r) => take(conn, request_id, r, Some(r.hold_secs())).await,
@@ -59,7 +76,18 @@ enum Locked {
     No(Decision),
 }
 
-/// Hold (`hold_secs` set) or book seats.
+/// Seats granted to one request, to be taken (with others) by [`take_seats`].
+#[derive(Debug)]
+pub struct Grant<'a> {
+    pub request_id: i64,
+    pub request: &'a SeatRequest,
+    /// Hold for this long; `None` books.
+    pub hold_secs: Option<u32>,
+    /// Locked by this transaction, in seat-number order.
+    pub seats: Vec<SeatInfo>,
+}
+
+/// Named or adjacent seats: hold (`hold_secs` set) or book them.
 async fn take(
     conn: &mut PgConnection,
     request_id: i64,
@@ -70,72 +98,65 @@ async fn take(
     if !exists {
         return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
     }
-    let locked = if !r.seats.is_empty() {
-        lock_named(conn, r).await?
-    } else if r.together {
-        lock_together(conn, r).await?
-    } else {
-        lock_cheapest(conn, r).await?
-    };
+    let locked = if r.together { lock_together(conn, r).await? } else { lock_named(conn, r).await? };
     let mut seats = match locked {
         Locked::Seats(seats) => seats,
         Locked::No(decision) => return Ok(decision),
     };
     seats.sort_by_key(|s| s.seat);
-    let numbers: Vec<i32> = seats.iter().map(|s| s.seat).collect();
-    let total: i64 = seats.iter().map(|s| i64::from(s.price_cents)).sum();
-    let state = if hold_secs.is_some() { "held" } else { "booked" };
-    let row = sqlx::query(allocation::TAKE_SEATS)
-        .bind(r.event)
-        .bind(&r.customer)
-        .bind(state)
-        .bind(&numbers)
-        .bind(total)
-        .bind(hold_secs.map(|s| s as i32))
-        .bind(request_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    let taken: i64 = row.try_get("taken")?;
-    if taken != numbers.len() as i64 {
-        // The seats were locked a moment ago; anything else is a bug, and the
-        // caller rolls the savepoint back and retries the request.
-        return Err(ProcessError::Internal(format!("locked {} seats but changed {taken}", numbers.len())));
-    }
-    Ok(Decision::Done(BookingResult {
-        booking: row.try_get("id")?,
-        event: r.event,
-        customer: r.customer.clone(),
-        state: state.to_string(),
-        seats,
-        total_cents: total,
-        held_until: row.try_get("held_until")?,
-    }))
+    let grant = Grant { request_id, request: r, hold_secs, seats };
+    let mut bookings = take_seats(conn, std::slice::from_ref(&grant)).await?;
+    bookings.pop().map(Decision::Done).ok_or_else(|| ProcessError::Internal("no booking was made".into()))
 }
 
-/// Cheapest first: lock the best free seats, skipping locked ones. Short, with
-/// other transactions holding some: contended. Short with nothing held
-/// elsewhere: genuinely sold out (or partial).
-async fn lock_cheapest(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
-    let party = i64::from(r.party_size());
-    let class = r.class.unwrap_or_default();
-    let seats: Vec<SeatInfo> =
-        sqlx::query_as(allocation::LOCK_CHEAPEST).bind(r.event).bind(class).bind(party).fetch_all(&mut *conn).await?;
-    let got = seats.len() as i64;
-    if got == party {
-        return Ok(Locked::Seats(seats));
+/// Create the bookings and take their (locked) seats, in one statement.
+/// Returns the bookings in the order of `grants`.
+pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Vec<BookingResult>, ProcessError> {
+    let seat_count: usize = grants.iter().map(|g| g.seats.len()).sum();
+    let (mut seat_requests, mut seat_numbers) = (Vec::with_capacity(seat_count), Vec::with_capacity(seat_count));
+    for g in grants {
+        for s in &g.seats {
+            seat_requests.push(g.request_id);
+            seat_numbers.push(s.seat);
+        }
     }
-    let free: i64 =
-        sqlx::query_scalar(allocation::COUNT_FREE).bind(r.event).bind(class).bind(party).fetch_one(&mut *conn).await?;
-    if free > got {
-        return Ok(Locked::No(Decision::Contended));
-    }
-    if r.partial && got > 0 {
-        return Ok(Locked::Seats(seats));
-    }
-    Ok(Locked::No(Decision::Reject(
-        ErrorCode::SoldOut,
-        format!("{got} seat(s) of class {class} left on event {}, {party} requested", r.event),
-    )))
+    let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
+    let state = |g: &Grant| if g.hold_secs.is_some() { "held" } else { "booked" };
+    let rows: Vec<(i64, i64, Option<DateTime<Utc>>, i64)> = sqlx::query_as(allocation::TAKE_SEATS)
+        .bind(grants.iter().map(|g| g.request_id).collect::<Vec<_>>())
+        .bind(grants.iter().map(|g| g.request.event).collect::<Vec<_>>())
+        .bind(grants.iter().map(|g| g.request.customer.as_str()).collect::<Vec<_>>())
+        .bind(grants.iter().map(state).collect::<Vec<_>>())
+        .bind(grants.iter().map(total).collect::<Vec<_>>())
+        .bind(grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect::<Vec<_>>())
+        .bind(seat_requests)
+        .bind(seat_numbers)
+        .fetch_all(&mut *conn)
+        .await?;
+    let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =
+        rows.into_iter().map(|(request, booking, until, taken)| (request, (booking, until, taken))).collect();
+    grants
+        .iter()
+        .map(|g| {
+            let &(booking, held_until, taken) = made
+                .get(&g.request_id)
+                .ok_or_else(|| ProcessError::Internal(format!("no booking was made for request {}", g.request_id)))?;
+            // The seats were locked a moment ago; anything else is a bug, and
+            // the caller rolls back.
+            if taken != g.seats.len() as i64 {
+                return Err(ProcessError::Internal(format!("locked {} seats but changed {taken}", g.seats.len())));
+            }
+            Ok(BookingResult {
+                booking,
+                event: g.request.event,
+                customer: g.request.customer.clone(),
+                state: state(g).to_string(),
+                seats: g.seats.clone(),
+                total_cents: total(g),
+                held_until,
+            })
+        })
+        .collect()
 }
 
 /// Named seats: all of them, or `seats_taken`. Locked with NOWAIT: a seat
@@ -319,6 +340,12 @@ async fn booking_result(conn: &mut PgConnection, b: &Booking, state: &str) -> Re
 /// SQLSTATE 55P03: a NOWAIT lock (or `lock_timeout`) found the row locked.
 pub fn is_lock_unavailable(e: &sqlx::Error) -> bool {
     e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03")
+}
+
+/// Errors that mean "others got there first; try again": a lock not
+/// available (55P03), a serialization failure (40001), a deadlock (40P01).
+pub fn is_contention(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| matches!(&*c, "55P03" | "40001" | "40P01"))
 }
 
 fn list(seats: &[i32]) -> String {

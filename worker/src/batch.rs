@@ -1,7 +1,8 @@
-//! One batch: claim up to B requests, process each under its own savepoint,
-//! record every outcome, commit once. Seat changes and outcomes commit
-//! together, so a crash leaves neither; the claim is the row lock, so a dead
-//! worker's requests are free again the moment its connection goes.
+//! One batch: claim up to B requests, allocate the cheapest-first ones
+//! together (under one savepoint) and the rest one per savepoint, record
+//! every outcome, commit once. Seat changes and outcomes commit together, so
+//! a crash leaves neither; the claim is the row lock, so a dead worker's
+//! requests are free again the moment its connection goes.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -15,9 +16,18 @@ use seatq::sql::queue;
 use serde_json::{Value, json};
 use sqlx::{Acquire, PgPool};
 
+use crate::Strategy;
 use crate::allocate::{self, Decision, ProcessError};
+use crate::cheapest::{self, Wanted};
+use crate::fault;
 use crate::metrics::Metrics;
 use crate::retry::Jitter;
+
+/// Most requests a batch processes one at a time, each under its own
+/// savepoint: a request may use two subtransaction ids, and past 64 in one
+/// transaction PostgreSQL's per-backend subtransaction cache overflows, which
+/// slows every snapshot on the server. Further ones wait for the next batch.
+pub const MAX_ONE_BY_ONE: usize = 32;
 
 /// Which requests a batch claims.
 pub enum Claim<'a> {
@@ -52,8 +62,16 @@ struct Claimed {
 }
 
 /// Run one batch transaction.
-pub async fn run(pool: &PgPool, claim: Claim<'_>, metrics: &Metrics) -> Result<Report, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+pub async fn run(
+    pool: &PgPool,
+    claim: Claim<'_>,
+    strategy: Strategy,
+    metrics: &Metrics,
+) -> Result<Report, sqlx::Error> {
+    let mut tx = match strategy {
+        Strategy::Serializable => pool.begin_with(queue::BEGIN_SERIALIZABLE).await?,
+        _ => pool.begin().await?,
+    };
     let rows: Vec<Claimed> = match &claim {
         Claim::Next(limit) => sqlx::query_as(queue::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
         Claim::Retry { ids, .. } => {
@@ -69,54 +87,79 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>, metrics: &Metrics) -> Result<R
     if matches!(claim, Claim::Next(_)) {
         metrics.batch(rows.len());
     }
+    let retries_of = |id: i64| match &claim {
+        Claim::Retry { ids, .. } => ids.get(&id).copied().unwrap_or_default(),
+        Claim::Next(_) => 0,
+    };
+
     let mut outcomes = Vec::with_capacity(rows.len());
-    for row in rows {
-        let retries = match &claim {
-            Claim::Retry { ids, .. } => ids.get(&row.id).copied().unwrap_or_default(),
-            Claim::Next(_) => 0,
-        };
-        let request = match Request::decode(&row.kind, &row.payload) {
-            Ok(request) => request,
-            Err(e) => {
-                outcomes.push(failed(row.id, e.code(), &e.to_string(), retries));
-                continue;
-            }
-        };
+    let mut decoded = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match Request::decode(&row.kind, &row.payload) {
+            Ok(request) => decoded.push((row, request)),
+            Err(e) => outcomes.push(failed(row.id, e.code(), &e.to_string(), retries_of(row.id))),
+        }
+    }
+    // Cheapest-first holds and bookings: all at once, under one savepoint.
+    let (cheap, mut one_by_one): (Vec<_>, Vec<_>) = decoded
+        .iter()
+        .partition(|(row, request)| Wanted::of(row.id, request).is_some() && fault::injected(request).is_none());
+    if !cheap.is_empty() {
+        let wanted: Vec<Wanted> = cheap.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
         let mut savepoint = tx.begin().await?;
-        // A panic while processing one request fails that request (counted
-        // as an attempt), not the worker or the rest of the batch.
-        let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, &request))
+        let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy))
             .catch_unwind()
             .await
             .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
-        if let Ok(Decision::Done(booking)) = result {
-            savepoint.commit().await?;
-            outcomes.push(json!({"id": row.id, "status": "succeeded", "result": booking, "contended": retries}));
-            continue;
+        match result {
+            Ok(decisions) => {
+                savepoint.commit().await?;
+                for ((row, _), decision) in cheap.into_iter().zip(decisions) {
+                    let outcome = outcome(row, Ok(decision), &claim, retries_of(row.id), &mut report);
+                    outcomes.extend(outcome);
+                }
+            }
+            Err(e) => {
+                savepoint.rollback().await?;
+                if let ProcessError::Db(db) = &e
+                    && allocate::is_contention(db)
+                {
+                    // A NOWAIT lock or a serialization failure: every one of
+                    // them tries again.
+                    for (row, _) in cheap {
+                        outcomes.extend(outcome(row, Ok(Decision::Contended), &claim, retries_of(row.id), &mut report));
+                    }
+                } else {
+                    // Something unexpected: find out which request it was by
+                    // processing them one at a time.
+                    tracing::warn!(error = %e, requests = cheap.len(), "batch allocation failed; one at a time");
+                    one_by_one.extend(cheap);
+                }
+            }
         }
-        // Every other ending gives the request's seat changes back. If even
+    }
+    // Everything else, one request per savepoint. Past MAX_ONE_BY_ONE, the
+    // rest stay queued for the next batch (subtransaction cache).
+    for (row, request) in one_by_one.into_iter().take(MAX_ONE_BY_ONE) {
+        let retries = retries_of(row.id);
+        let mut savepoint = tx.begin().await?;
+        // A panic while processing one request fails that request (counted
+        // as an attempt), not the worker or the rest of the batch.
+        let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, strategy))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+        // Every ending but Done gives the request's seat changes back. If even
         // that fails, the connection is gone: the whole batch rolls back and
         // its requests return to the queue untouched.
-        savepoint.rollback().await?;
-        let outcome = match result {
-            Ok(Decision::Reject(code, message)) => failed(row.id, code.as_str(), &message, retries),
-            // lock_timeout (the safety net) fired: contention, not a failure.
-            Ok(Decision::Contended) | Err(ProcessError::Db(_)) if is_contention(&result) => match &claim {
-                Claim::Retry { requeue: Some(delay), .. } => {
-                    tracing::debug!(request = row.id, "still contended; back to the queue");
-                    json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
-                           "contended": retries + 1})
-                }
-                _ => {
-                    report.contended.insert(row.id, retries + 1);
-                    continue;
-                }
-            },
-            Ok(_) => unreachable!("Done is handled above"),
-            Err(e) => transient(&row, &e.to_string(), retries),
-        };
-        outcomes.push(outcome);
+        if let Ok(Decision::Done(_)) = result {
+            savepoint.commit().await?;
+        } else {
+            savepoint.rollback().await?;
+        }
+        outcomes.extend(outcome(row, result, &claim, retries, &mut report));
     }
+
     for o in &outcomes {
         if o["status"] == "queued" {
             report.requeued += 1;
@@ -136,6 +179,43 @@ pub async fn run(pool: &PgPool, claim: Claim<'_>, metrics: &Metrics) -> Result<R
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
     Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
+}
+
+/// The outcome to record for one processed request, if any: a contended
+/// request to retry after a backoff goes into `report.contended` instead.
+fn outcome(
+    row: &Claimed,
+    result: Result<Decision, ProcessError>,
+    claim: &Claim<'_>,
+    retries: i32,
+    report: &mut Report,
+) -> Option<Value> {
+    match result {
+        Ok(Decision::Done(booking)) => {
+            Some(json!({"id": row.id, "status": "succeeded", "result": booking, "contended": retries}))
+        }
+        Ok(Decision::Reject(code, message)) => Some(failed(row.id, code.as_str(), &message, retries)),
+        // Contended, or lock_timeout (the safety net) fired: not a failure.
+        Ok(Decision::Contended) => contended(row, claim, retries, report),
+        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => contended(row, claim, retries, report),
+        Err(e) => Some(transient(row, &e.to_string(), retries)),
+    }
+}
+
+/// A contended request: retry after a backoff, or after the last retry, back
+/// to the queue for later.
+fn contended(row: &Claimed, claim: &Claim<'_>, retries: i32, report: &mut Report) -> Option<Value> {
+    match claim {
+        Claim::Retry { requeue: Some(delay), .. } => {
+            tracing::debug!(request = row.id, "still contended; back to the queue");
+            Some(json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
+                        "contended": retries + 1}))
+        }
+        _ => {
+            report.contended.insert(row.id, retries + 1);
+            None
+        }
+    }
 }
 
 fn failed(id: i64, code: &str, message: &str, retries: i32) -> Value {
@@ -164,14 +244,4 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "unknown panic".into())
-}
-
-/// Whether a request must be retried later: it found its seats or booking
-/// locked, or `lock_timeout` fired.
-fn is_contention(result: &Result<Decision, ProcessError>) -> bool {
-    match result {
-        Ok(Decision::Contended) => true,
-        Err(ProcessError::Db(e)) => allocate::is_lock_unavailable(e),
-        _ => false,
-    }
 }

@@ -6,8 +6,10 @@
 //! - [`worker`]: the process: batch loops, LISTEN wake-ups with a fallback
 //!   poll, the sweeper, graceful shutdown;
 //! - [`batch`]: one claim-process-record transaction;
-//! - [`allocate`]: one request's seat changes (all-or-nothing, never waiting
-//!   on a row lock);
+//! - [`cheapest`]: cheapest-first holds and bookings for a whole batch in a
+//!   few statements (all-or-nothing per party, never waiting on a row lock);
+//! - [`allocate`]: one request's seat changes under its own savepoint (named
+//!   and adjacent seats, confirm, cancel);
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - [`registry`]: registration and heartbeats in `seatq.workers`;
 //! - [`retention`]: pruning of old finished requests;
@@ -19,6 +21,7 @@
 
 pub mod allocate;
 pub mod batch;
+pub mod cheapest;
 pub mod fault;
 pub mod metrics;
 pub mod registry;
@@ -30,6 +33,36 @@ pub mod worker;
 use std::time::Duration;
 
 pub use worker::Worker;
+
+/// How a worker takes the cheapest seats (named seats and `together` work
+/// the same way under every strategy). The default is the one to use; the
+/// others exist so the benchmark can compare them side by side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Lock what you can (`FOR UPDATE SKIP LOCKED`); if others hold seats the
+    /// party needs, give back and retry with jittered backoff.
+    #[default]
+    SkipLocked,
+    /// Plain `FOR UPDATE`: wait for locked seats.
+    Blocking,
+    /// `FOR UPDATE NOWAIT`: fail at the first locked seat, retry with backoff.
+    Nowait,
+    /// No row locks; `SERIALIZABLE` transactions, retried on serialization failure.
+    Serializable,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "skip-locked" => Ok(Strategy::SkipLocked),
+            "blocking" => Ok(Strategy::Blocking),
+            "nowait" => Ok(Strategy::Nowait),
+            "serializable" => Ok(Strategy::Serializable),
+            other => Err(format!("unknown strategy {other:?}: expected skip-locked, blocking, nowait or serializable")),
+        }
+    }
+}
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -56,21 +89,25 @@ pub struct Config {
     pub retention: Option<Duration>,
     /// How often retention runs.
     pub prune_interval: Duration,
+    /// How seats are taken.
+    pub strategy: Strategy,
     /// Longest a batch may take before the worker gives up on its connection
     /// (a silent network); its transaction then rolls back on the server.
     pub batch_timeout: Duration,
 }
 
-/// Largest batch. Each request runs under a savepoint, and a request may use
-/// two subtransaction ids; past 64 per transaction PostgreSQL's
-/// subtransaction cache overflows and every snapshot on the server slows down.
-pub const MAX_BATCH_SIZE: i64 = 32;
+/// Requests per batch unless configured: large enough that one commit
+/// carries many bookings, small enough to keep latency low (see the README's
+/// Performance section for the measurements behind it).
+pub const DEFAULT_BATCH_SIZE: i64 = 100;
+/// Largest batch allowed.
+pub const MAX_BATCH_SIZE: i64 = 1000;
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             concurrency: 2,
-            batch_size: MAX_BATCH_SIZE,
+            batch_size: DEFAULT_BATCH_SIZE,
             poll_interval: Duration::from_millis(500),
             sweep_interval: Duration::from_secs(1),
             contention_retries: 5,
@@ -80,6 +117,7 @@ impl Default for Config {
             retention: Some(Duration::from_secs(7 * 24 * 3600)),
             prune_interval: Duration::from_secs(60),
             batch_timeout: Duration::from_secs(60),
+            strategy: Strategy::SkipLocked,
         }
     }
 }

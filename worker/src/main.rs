@@ -17,8 +17,8 @@ struct Args {
     /// Batch loops (concurrent transactions) in this process.
     #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2)]
     concurrency: usize,
-    /// Requests claimed per transaction (at most 32: see MAX_BATCH_SIZE).
-    #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::MAX_BATCH_SIZE,
+    /// Requests claimed per transaction (1 to 1000).
+    #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
           value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
     batch_size: i64,
     /// Fallback poll interval in milliseconds (NOTIFY wakes workers sooner).
@@ -30,6 +30,10 @@ struct Args {
     /// Contention retries before a request goes back to the queue.
     #[arg(long, env = "SEATQ_CONTENTION_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     contention_retries: u32,
+    /// How to take seats: skip-locked (the default, and the one to use),
+    /// or blocking, nowait, serializable (for comparison in benchmarks).
+    #[arg(long, env = "SEATQ_STRATEGY", default_value = "skip-locked")]
+    strategy: seatq_worker::Strategy,
     /// Name in `seatq workers` (default host-pid).
     #[arg(long, env = "SEATQ_WORKER_NAME")]
     name: Option<String>,
@@ -58,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
         sweep_interval: Duration::from_millis(args.sweep_ms),
         contention_retries: args.contention_retries,
         name: args.name,
+        strategy: args.strategy,
         retention: (args.retention_hours > 0).then(|| Duration::from_secs(args.retention_hours * 3600)),
         ..Config::default()
     };

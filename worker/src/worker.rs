@@ -117,6 +117,7 @@ impl Worker {
             "poll_ms": c.poll_interval.as_millis() as u64,
             "sweep_ms": c.sweep_interval.as_millis() as u64,
             "contention_retries": c.contention_retries,
+            "strategy": format!("{:?}", c.strategy),
             "retention_secs": c.retention.map(|r| r.as_secs()),
             "version": env!("CARGO_PKG_VERSION"),
         })
@@ -135,6 +136,12 @@ impl Worker {
             match result {
                 Ok(Ok((claimed, _))) if claimed as i64 >= limit => continue,
                 Ok(Ok(_)) => errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
+                // A serialization failure at commit (--strategy serializable):
+                // contention, not a fault; go again at once.
+                Ok(Err(e)) if crate::allocate::is_contention(&e) => {
+                    Metrics::add(&self.metrics.contention_retries, 1);
+                    continue;
+                }
                 Ok(Err(_)) | Err(_) => {
                     let delay = errors.next_delay();
                     match result {
@@ -166,7 +173,7 @@ impl Worker {
     /// contended after the last try go back to the queue. Returns (claimed,
     /// finished).
     async fn process_once(&self, limit: i64) -> Result<(usize, usize), sqlx::Error> {
-        let first = batch::run(&self.pool, Claim::Next(limit), &self.metrics).await?;
+        let first = batch::run(&self.pool, Claim::Next(limit), self.config.strategy, &self.metrics).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -176,7 +183,9 @@ impl Worker {
             }
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
-            let report = batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }, &self.metrics).await?;
+            let report =
+                batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }, self.config.strategy, &self.metrics)
+                    .await?;
             finished += report.finished;
             contended = report.contended;
         }

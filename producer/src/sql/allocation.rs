@@ -6,26 +6,56 @@
 /// Does the event exist?
 pub const EVENT_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM seatq.events WHERE id = $1)";
 
-/// Lock up to $3 of the cheapest free seats of class $2 on event $1, skipping
-/// seats that in-flight transactions hold. An index seek on seats_free_by_price.
-pub const LOCK_CHEAPEST: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents
-FROM seatq.seats
-WHERE event_id = $1 AND class = $2
-  AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-ORDER BY price_cents, seat_no
-LIMIT $3
-FOR UPDATE SKIP LOCKED";
-
-/// How many seats of class $2 on event $1 are free by committed state, counted
-/// up to $3. More free than locked means others hold locks: contention.
-pub const COUNT_FREE: &str = "
-SELECT count(*) FROM (
-    SELECT 1 FROM seatq.seats
-    WHERE event_id = $1 AND class = $2
+/// Lock the cheapest free seats for many requests at once, one group per
+/// (event, class): for group k, up to $3[k] seats of class $2[k] on event
+/// $1[k], cheapest first. One row per seat locked, and one with a NULL seat
+/// for a group that got none; `known` says whether the event exists. An index
+/// seek on seats_free_by_price per group. The lock clause is the strategy's.
+macro_rules! lock_cheapest {
+    ($lock:literal) => {
+        concat!(
+            "
+SELECT g.ord AS grp, e.id IS NOT NULL AS known,
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
+FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
+LEFT JOIN seatq.events e ON e.id = g.event_id
+LEFT JOIN LATERAL (
+    SELECT seat_no, class, row_no, pos, price_cents
+    FROM seatq.seats
+    WHERE event_id = g.event_id AND class = g.class
       AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-    LIMIT $3
-) free";
+    ORDER BY price_cents, seat_no
+    LIMIT g.need
+    ",
+            $lock,
+            "
+) s ON true
+ORDER BY g.ord, s.price_cents, s.seat_no"
+        )
+    };
+}
+
+/// The default: lock what you can, skipping seats in-flight transactions hold.
+pub const LOCK_CHEAPEST: &str = lock_cheapest!("FOR UPDATE SKIP LOCKED");
+/// `--strategy blocking`: wait for locked seats (plain FOR UPDATE).
+pub const LOCK_CHEAPEST_WAIT: &str = lock_cheapest!("FOR UPDATE");
+/// `--strategy nowait`: fail (55P03) at the first locked seat; retried.
+pub const LOCK_CHEAPEST_NOWAIT: &str = lock_cheapest!("FOR UPDATE NOWAIT");
+/// `--strategy serializable`: no row locks; SERIALIZABLE isolation detects
+/// conflicting allocations (40001) and the batch is retried.
+pub const PICK_CHEAPEST: &str = lock_cheapest!("");
+
+/// For each group (as in [`LOCK_CHEAPEST`]), how many of its seats are free by
+/// committed state, counted up to the group's need. More free than locked
+/// means other transactions hold some: contention, not a sell-out.
+pub const COUNT_FREE: &str = "
+SELECT g.ord AS grp,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM seatq.seats
+            WHERE event_id = g.event_id AND class = g.class
+              AND state <> 'booked' AND (state = 'available' OR held_until <= now())
+            LIMIT g.need) f) AS free
+FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)";
 
 /// Lock the seats a customer named, failing at once (55P03) if another
 /// transaction holds any of them. Returns whether each is free.
@@ -68,21 +98,32 @@ WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no
 FOR UPDATE SKIP LOCKED";
 
-/// Create the booking and give it the (already locked) seats, in one
-/// statement. Binds event, customer, state ('held' | 'booked'), seat numbers,
-/// total, hold seconds (NULL for a booking), request id.
-/// Returns the booking id, its expiry and how many seats changed.
+/// Create bookings and give them their (already locked) seats, for many
+/// requests in one statement. Per booking: request id, event, customer, state
+/// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
+/// request id, seat number. Returns, per booking, its request, id, expiry
+/// and how many seats changed.
 pub const TAKE_SEATS: &str = "
-WITH booking AS (
+WITH b AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::int[])
+        AS b(request_id, event_id, customer, state, total_cents, hold_secs)
+), s AS (
+    SELECT * FROM unnest($7::bigint[], $8::int[]) AS s(request_id, seat_no)
+), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
-    VALUES ($1, $2, $3::text::seatq.booking_state, $4, $5,
-            now() + $6::int * interval '1 second', $7)
-    RETURNING id, held_until
+    SELECT b.event_id, b.customer, b.state::seatq.booking_state, g.seats, b.total_cents,
+           now() + b.hold_secs * interval '1 second', b.request_id
+    FROM b
+    JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
+        USING (request_id)
+    RETURNING id, request_id, event_id, state, held_until
 ), taken AS (
-    UPDATE seatq.seats s
-    SET state = $3::text::seatq.seat_state, booking_id = booking.id, held_until = booking.held_until
-    FROM booking
-    WHERE s.event_id = $1 AND s.seat_no = ANY($4)
-    RETURNING s.seat_no
+    UPDATE seatq.seats t
+    SET state = booking.state::text::seatq.seat_state, booking_id = booking.id, held_until = booking.held_until
+    FROM booking JOIN s USING (request_id)
+    WHERE t.event_id = booking.event_id AND t.seat_no = s.seat_no
+    RETURNING t.booking_id
 )
-SELECT booking.id, booking.held_until, (SELECT count(*) FROM taken) AS taken FROM booking";
+SELECT booking.request_id, booking.id AS booking, booking.held_until, coalesce(n.taken, 0) AS taken
+FROM booking
+LEFT JOIN (SELECT booking_id, count(*) AS taken FROM taken GROUP BY booking_id) n ON n.booking_id = booking.id";

@@ -35,6 +35,9 @@ ORDER BY priority DESC, run_at, id
 LIMIT $1
 FOR UPDATE SKIP LOCKED";
 
+/// How a batch begins under `--strategy serializable`.
+pub const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+
 /// Claim these requests again (a contention retry), if still queued and free.
 pub const CLAIM_BY_IDS: &str = "
 SELECT id, kind, payload, attempts, max_attempts

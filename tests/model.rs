@@ -130,7 +130,7 @@ impl Model {
         free.sort_by_key(|s| (price_of(*s), *s));
         if free.len() >= party as usize {
             free.truncate(party as usize);
-        } else if !(partial && !free.is_empty()) {
+        } else if !partial || free.is_empty() {
             return Err("sold_out");
         }
         free.sort_unstable();

@@ -25,7 +25,12 @@ async fn workers_register_heartbeat_and_drop_the_dead() {
         Config { name: Some("alpha".into()), heartbeat_interval: Duration::from_millis(100), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;
     let registered = eventually(Duration::from_secs(30), || async {
-        db.client.workers().await.unwrap().iter().any(|w| w.name == "alpha" && w.settings["batch_size"] == seatq_worker::DEFAULT_BATCH_SIZE)
+        db.client
+            .workers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|w| w.name == "alpha" && w.settings["batch_size"] == seatq_worker::DEFAULT_BATCH_SIZE)
     })
     .await;
     assert!(registered, "the worker never registered");
@@ -102,15 +107,24 @@ async fn retention_prunes_old_finished_requests_only() {
         .execute(&db.pool)
         .await
         .unwrap();
+    // A request that died eight days ago stays, for an operator to retry.
+    let dead: i64 = sqlx::query_scalar(
+        "INSERT INTO seatq.requests (kind, payload, status, attempts, error_code, error_message, finished_at)
+         VALUES ('book', '{}', 'dead', 5, 'internal', 'connection reset', now() - interval '8 days') RETURNING id",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
     let queued = db.client.enqueue(Request::Book(hold(ev, 3, 1, "late"))).await.unwrap();
 
     let pruned = db.client.prune(Duration::from_secs(7 * 24 * 3600)).await.unwrap();
     assert_eq!(pruned, 2400);
     let left: Vec<i64> =
         sqlx::query_scalar("SELECT id FROM seatq.requests ORDER BY id").fetch_all(&db.pool).await.unwrap();
-    assert_eq!(left.len(), 101);
+    assert_eq!(left.len(), 102);
     assert_eq!(left[0], ids[2400]);
-    assert_eq!(*left.last().unwrap(), queued);
+    assert_eq!(left[left.len() - 2..], [dead, queued]);
+    assert_eq!(db.client.status(dead).await.unwrap().status, Status::Dead);
     // Bookings outlive the requests that made them; the invariants still hold.
     assert_eq!(db.seats_taken(ev).await, db.seats_granted(ev).await);
     db.assert_invariants(false).await;
@@ -156,6 +170,10 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
         "seatq_request_latency_seconds_bucket{le=\"+Inf\"} 4",
         "seatq_queue_depth{status=\"succeeded\"} 3",
         "seatq_queue_depth{status=\"failed\"} 1",
+        "seatq_database_up 1",
+        "seatq_queue_due 0",
+        "seatq_queue_scheduled 0",
+        "seatq_queue_oldest_due_seconds 0",
         "# TYPE seatq_batch_size histogram",
         "# TYPE seatq_contention_retries_total counter",
         "# TYPE seatq_holds_expired_total counter",
@@ -170,37 +188,91 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
     db.close().await;
 }
 
+/// Is request `id` locked by some transaction (a worker's claim)? Asked with
+/// `FOR UPDATE NOWAIT` from a transaction of our own, rolled back at once.
+async fn is_claimed(db: &TestDb, id: i64) -> bool {
+    let mut tx = db.pool.begin().await.unwrap();
+    let probe = sqlx::query("SELECT id FROM seatq.requests WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await;
+    tx.rollback().await.unwrap();
+    match probe {
+        Ok(_) => false,
+        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03") => true,
+        Err(e) => panic!("probing request {id}: {e}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_finishes_the_work_in_hand_and_exits_zero() {
+async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
+    unsafe_free_fault_env();
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 250, 6).await.unwrap();
-    let batch: Vec<_> = (0..2000).map(|n| Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into()).collect();
-    let ids = db.client.enqueue_many(&batch).await.unwrap();
-    let worker = WorkerProcess::start(&db, "w", &["--batch-size", "8"], &[]);
-    assert!(
-        eventually(Duration::from_secs(60), || async {
-            db.client.wait_all(&ids[..1], Some(Duration::ZERO)).await.is_ok()
+    // One batch loop taking one request at a time; fault:slow pauses inside
+    // its batch transaction, so the signal arrives while a batch is in hand.
+    let args = ["--concurrency", "1", "--batch-size", "1"];
+    let worker = WorkerProcess::start(&db, "w", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
+    let backlog: Vec<_> = (0..20).map(|n| Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into()).collect();
+    // Catch a slow request while it is claimed. Should one finish before we
+    // look (a very slow test machine), try again with another.
+    let mut slow = None;
+    for _ in 0..5 {
+        let id = db.client.enqueue(Request::Book(hold(ev, 3, 2, "fault:slow"))).await.unwrap();
+        let claimed = eventually(Duration::from_secs(60), || async {
+            is_claimed(&db, id).await || db.client.status(id).await.unwrap().status != Status::Queued
         })
-        .await,
-        "the worker never started working"
-    );
+        .await;
+        assert!(claimed, "the worker never claimed the slow request");
+        if is_claimed(&db, id).await {
+            slow = Some(id);
+            break;
+        }
+    }
+    let slow = slow.expect("never caught a slow request in its batch");
+    let backlog = db.client.enqueue_many(&backlog).await.unwrap();
     worker.signal("TERM");
     assert_eq!(worker.wait_exit(Duration::from_secs(60)), Some(0), "graceful exit");
-    // Whatever it had claimed it finished; the rest is still queued, untouched.
-    let left: i64 =
-        sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(&ids).fetch_one(&db.pool).await.unwrap();
-    assert!(left > 0, "stopped before the queue was empty");
-    let untouched: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM seatq.requests WHERE status = 'queued' AND attempts = 0 AND error_code IS NULL",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    assert_eq!(untouched, left);
+
+    // The batch in hand was finished, not abandoned.
+    let r = db.client.status(slow).await.unwrap();
+    assert_eq!(code(&r), "succeeded", "{r:?}");
+    let booking = r.booking().expect("the slow request's booking");
+    assert_eq!((booking.state.as_str(), booking.seats.len()), ("booked", 2), "{r:?}");
+    // Whatever else it took it finished; the rest is still queued, untouched.
+    for id in backlog {
+        let r = db.client.status(id).await.unwrap();
+        let untouched = r.status == Status::Queued && r.attempts == 0 && r.error_code.is_none();
+        assert!(untouched || code(&r) == "succeeded", "{r:?}");
+    }
     db.assert_invariants(false).await;
     assert!(db.client.workers().await.unwrap().is_empty(), "deregistered on the way out");
     db.drain().await;
     db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_bad_url_or_a_refused_login_fails_at_once() {
+    let db = TestDb::new().await;
+    // A role the server does not know: no amount of waiting helps.
+    let options = seatq::db::options(&db.url()).unwrap();
+    let (host, port) = (options.get_host().to_string(), options.get_port());
+    let url = if host.starts_with('/') {
+        format!("postgres://seatq_no_such_role@localhost:{port}/{}?host={host}", db.name)
+    } else {
+        format!("postgres://seatq_no_such_role@{host}:{port}/{}", db.name)
+    };
+    let prefix = format!("{}-refused", db.name);
+    let refused = WorkerProcess::start_on(&url, &prefix, "w", &[], &[]);
+    assert_eq!(refused.wait_exit(Duration::from_secs(30)), Some(1), "a refused login ends the worker");
+    let log = common::worker_log(&prefix, "w");
+    assert!(log.contains("seatq_no_such_role"), "the error names the problem: {log}");
+
+    let prefix = format!("{}-bad-url", db.name);
+    let bad = WorkerProcess::start_on("not a url", &prefix, "w", &[], &[]);
+    assert_eq!(bad.wait_exit(Duration::from_secs(30)), Some(1), "a bad URL ends the worker");
+    assert!(common::worker_log(&prefix, "w").contains("bad database URL"));
     db.close().await;
 }
 
@@ -276,6 +348,13 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     let plan = plan.to_string();
     assert!(plan.contains("\"Index Name\":\"requests_ready\""), "claim plan: {plan}");
     assert!(!plan.contains("Seq Scan"), "claim plan: {plan}");
+
+    // So does the queue count every /metrics scrape makes.
+    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq::sql::stats::QUEUED_NOW);
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
+    let plan = plan.to_string();
+    assert!(plan.contains("\"Index Name\":\"requests_ready\""), "queue count plan: {plan}");
+    assert!(!plan.contains("Seq Scan"), "queue count plan: {plan}");
 
     db.drain().await;
     db.client.wait_all(&ids, Some(Duration::ZERO)).await.expect("all 100 processed");

@@ -1,13 +1,14 @@
 //! PostgreSQL restarts under running workers and a producer (a private
 //! cluster, so other tests are undisturbed): workers reconnect by themselves,
 //! the producer retries safely with idempotency keys, nothing is lost or
-//! doubled.
+//! doubled. A worker started while the server is down waits for it, and a
+//! worker told to stop during an outage stops cleanly.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{PrivateCluster, WorkerProcess, code};
+use common::{PrivateCluster, WorkerProcess, code, eventually, worker_log};
 use seatq::{Client, NewRequest, Request, SeatRequest};
 
 const REQUESTS: usize = 1500;
@@ -105,4 +106,65 @@ async fn a_database_restart_under_load_loses_nothing() {
     }
     let violations = client.check_invariants(true).await.unwrap();
     assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_while_the_database_is_down_waits_for_it() {
+    let cluster = PrivateCluster::start();
+    let url = cluster.url("seatq_late");
+    let log = format!("seatq-late-{}", cluster.port);
+    cluster.stop_server();
+    let mut worker = WorkerProcess::start_on(&url, &log, "w", &["--poll-ms", "100"], &[]);
+    let noticed =
+        eventually(Duration::from_secs(30), || async { worker_log(&log, "w").contains("database unavailable") }).await;
+    assert!(noticed, "the worker never said the database is unavailable: {}", worker_log(&log, "w"));
+    assert!(worker.is_running(), "a worker does not give up on a database that is down: {}", worker_log(&log, "w"));
+
+    cluster.start_server();
+    // The worker creates the database and schema as soon as the server
+    // answers (so may this client; whichever is first).
+    let client = through_outages("connect", || Client::connect(&url)).await;
+    let event = client.add_event("E", 60, 6).await.unwrap();
+    let id = client.enqueue(Request::Book(SeatRequest::new(event, 3, 2, "ann"))).await.unwrap();
+    let r = client.wait(id, Some(Duration::from_secs(60))).await.expect("the worker came up and processed it");
+    assert_eq!(code(&r), "succeeded", "{r:?}");
+    worker.signal("TERM");
+    assert_eq!(worker.wait_exit(Duration::from_secs(30)), Some(0), "clean exit");
+    let violations = client.check_invariants(true).await.unwrap();
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_an_outage_exits_zero_promptly() {
+    let cluster = PrivateCluster::start();
+    let url = cluster.url("seatq_outage");
+    let log = format!("seatq-outage-{}", cluster.port);
+    let client = Client::connect(&url).await.expect("connect to the private cluster");
+    let running = WorkerProcess::start_on(&url, &log, "running", &["--poll-ms", "100"], &[]);
+    let registered = eventually(Duration::from_secs(60), || async {
+        client.workers().await.is_ok_and(|w| w.iter().any(|w| w.name == "running"))
+    })
+    .await;
+    assert!(registered, "the worker never came up: {}", worker_log(&log, "running"));
+
+    cluster.stop_server();
+    // A worker that is running when the server goes away notices at once...
+    let noticed =
+        eventually(Duration::from_secs(30), || async { worker_log(&log, "running").contains("heartbeat failed") })
+            .await;
+    assert!(noticed, "the outage was never logged: {}", worker_log(&log, "running"));
+    // ... and one started during the outage waits for the server.
+    let mut waiting = WorkerProcess::start_on(&url, &log, "waiting", &[], &[]);
+    let noticed =
+        eventually(Duration::from_secs(30), || async { worker_log(&log, "waiting").contains("database unavailable") })
+            .await;
+    assert!(noticed && waiting.is_running(), "{}", worker_log(&log, "waiting"));
+
+    // Both stop cleanly on SIGTERM without waiting for the server. The bound
+    // is generous (a noisy machine); a worker stuck on the database would sit
+    // out its 30 s grace period and exit 130.
+    running.signal("TERM");
+    waiting.signal("TERM");
+    assert_eq!(running.wait_exit(Duration::from_secs(20)), Some(0), "{}", worker_log(&log, "running"));
+    assert_eq!(waiting.wait_exit(Duration::from_secs(20)), Some(0), "{}", worker_log(&log, "waiting"));
 }

@@ -154,6 +154,179 @@ async fn a_bulk_file_reports_bad_lines_and_never_enqueues_half_a_line() {
     assert!(parsed.bad[2].reason.contains("extra"), "{:?}", parsed.bad[2]);
 }
 
+fn sqlstate(e: sqlx::Error) -> String {
+    e.as_database_error().and_then(|d| d.code()).map(|c| c.into_owned()).unwrap_or_else(|| format!("not SQL: {e}"))
+}
+
+#[tokio::test]
+async fn a_string_with_u0000_is_refused_by_every_path() {
+    let db = TestDb::new().await;
+    let event = db.client.add_event("E", 20, 6).await.unwrap();
+    let cases = [
+        ("hold", json!({"event": event, "class": 1, "party": 1, "customer": "a\u{0}b"}), "customer"),
+        ("confirm", json!({"booking": 1, "customer": "\u{0}"}), "customer"),
+        // First, before an unknown field or a bad party.
+        ("book", json!({"event": event, "class": 1, "party": 12, "customer": "c", "note": ["x", "\u{0}"]}), "note[1]"),
+        ("book", json!({"event": event, "class": 1, "party": 1, "customer": "c", "a\u{0}": 1}), "field name \"a\\0\""),
+        ("hold", json!("\u{0}"), "payload"),
+    ];
+    for (kind, payload, field) in &cases {
+        // The client refuses it, naming the field.
+        let err = seatq::validate::check(kind, payload).expect_err("refused");
+        assert_eq!(err.code(), "invalid_request", "{kind} {payload}: {err}");
+        assert_eq!(err.message, format!("{field}: must not contain U+0000 (NUL)"));
+        // The database cannot store it: the insert fails and nothing is left.
+        let by_sql = sqlx::query("INSERT INTO seatq.requests (kind, payload) VALUES ($1, $2)")
+            .bind(kind)
+            .bind(payload)
+            .execute(&db.pool)
+            .await;
+        assert_eq!(sqlstate(by_sql.expect_err("jsonb refuses U+0000")), "22P05", "{kind} {payload}");
+    }
+    let mut r = common::hold(event, 1, 1, "nul\u{0}");
+    let err = db.client.enqueue(Request::Hold(r.clone())).await.expect_err("refused");
+    assert!(matches!(&err, seatq::Error::Invalid(e) if e.code() == "invalid_request"), "{err}");
+    r.customer = "ann".into();
+    let keyed = seatq::NewRequest { request: Request::Hold(r), idempotency_key: Some("k\u{0}".into()), priority: 0 };
+    let err = db.client.enqueue(keyed).await.expect_err("refused");
+    assert_eq!(err.to_string(), "idempotency_key: must not contain U+0000 (NUL)");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(rows, 0);
+
+    let file = [
+        r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "a\u0000"}}"#,
+        r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "a"}, "idempotency_key": "\u0000"}"#,
+    ]
+    .join("\n");
+    let parsed = seatq::bulk::parse(file.as_bytes()).unwrap();
+    let bad: Vec<(usize, &str, &str)> =
+        parsed.bad.iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
+    assert_eq!(
+        bad,
+        [
+            (1, "invalid_request", "customer: must not contain U+0000 (NUL)"),
+            (2, "invalid_request", "idempotency_key: must not contain U+0000 (NUL)")
+        ]
+    );
+    db.close().await;
+}
+
+#[tokio::test]
+async fn numbers_are_judged_as_jsonb_stores_them() {
+    let db = TestDb::new().await;
+    let sql_error = |kind: &'static str, payload: Value| {
+        let pool = db.pool.clone();
+        async move {
+            let (code, message): (Option<String>, Option<String>) =
+                sqlx::query_as("SELECT code, message FROM seatq.request_error($1, $2)")
+                    .bind(kind)
+                    .bind(&payload)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            code.zip(message)
+        }
+    };
+    // Payloads given as values: the same answer both ways. serde_json writes
+    // 1e16 as 1e+16, which jsonb stores as the integer 10000000000000000.
+    let cases = [
+        (json!({"event": 1e16, "class": 1, "party": 1, "customer": "c"}), None),
+        (
+            json!({"event": 1, "class": 1, "party": 1e16, "customer": "c"}),
+            Some("party: 10000000000000000 is out of range 1 to 9"),
+        ),
+        (json!({"event": 1, "class": 1, "party": 2.0, "customer": "c"}), Some("party: must be an integer, not 2.0")),
+        (json!({"event": 1, "class": 1, "party": -0.0, "customer": "c"}), Some("party: must be an integer, not 0.0")),
+        (
+            json!({"event": 1, "class": 1, "party": 1e-7, "customer": "c"}),
+            Some("party: must be an integer, not 0.0000001"),
+        ),
+        (
+            json!({"event": 1e19, "class": 1, "party": 1, "customer": "c"}),
+            Some("event: must be an integer, not 10000000000000000000"),
+        ),
+        (json!({"event": 1, "seats": [2e16], "customer": "c"}), Some("seats: there is no seat 20000000000000000")),
+    ];
+    for (payload, expected) in cases {
+        let rust = Request::decode("book", &payload).err().map(|e| e.message);
+        assert_eq!(rust.as_deref(), expected, "{payload}");
+        let sql = sql_error("book", payload.clone()).await.map(|(_, message)| message);
+        assert_eq!(sql.as_deref(), expected, "{payload}");
+    }
+    let Ok(Request::Book(r)) =
+        Request::decode("book", &json!({"event": 1e16, "class": 1, "party": 1, "customer": "c"}))
+    else {
+        panic!("decodes")
+    };
+    assert_eq!(r.event, 10_000_000_000_000_000);
+
+    // JSON text: serde_json reads 2E0 as a float, jsonb stores it as 2. The
+    // client (a bulk file line) refuses what the database accepts; a
+    // fraction is wrong_type both ways.
+    for (text, rust_code, sql_code) in [
+        (r#"{"event": 1, "class": 1, "party": 2E0, "customer": "c"}"#, Some("wrong_type"), None),
+        (r#"{"event": 1, "class": 1, "party": 2.50, "customer": "c"}"#, Some("wrong_type"), Some("wrong_type")),
+        (r#"{"event": 1, "class": 1, "party": 2, "customer": "c"}"#, None, None),
+    ] {
+        let parsed: Value = serde_json::from_str(text).unwrap();
+        let rust = Request::decode("book", &parsed).err().map(|e| e.code().to_string());
+        assert_eq!(rust.as_deref(), rust_code, "{text}");
+        let sql: Option<String> = sqlx::query_scalar("SELECT code FROM seatq.request_error('book', $1::text::jsonb)")
+            .bind(text)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(sql.as_deref(), sql_code, "{text}");
+    }
+    db.close().await;
+}
+
+#[tokio::test]
+async fn enqueue_refuses_a_priority_out_of_range_clearly() {
+    let db = TestDb::new().await;
+    let payload = json!({"event": 1, "class": 1, "party": 1, "customer": "c"});
+    for priority in [32768, -32769, i32::MAX] {
+        let err = sqlx::query_scalar::<_, i64>("SELECT seatq.enqueue('book', $1, NULL, $2)")
+            .bind(&payload)
+            .bind(priority)
+            .fetch_one(&db.pool)
+            .await
+            .expect_err("out of range");
+        let db_err = err.as_database_error().expect("a database error");
+        assert_eq!(db_err.message(), "priority must be between -32768 and 32767", "{priority}");
+        assert_eq!(db_err.code().as_deref(), Some("22003"), "{priority}");
+    }
+    for priority in [32767, -32768] {
+        let id: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', $1, NULL, $2)")
+            .bind(&payload)
+            .bind(priority)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        let stored: i16 = sqlx::query_scalar("SELECT priority FROM seatq.requests WHERE id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(i32::from(stored), priority);
+    }
+    db.close().await;
+}
+
+#[test]
+fn a_bulk_line_that_is_not_utf8_is_a_bad_line() {
+    let good = br#"{"kind": "cancel", "payload": {"booking": 3, "customer": "c"}}"#;
+    let mut file = b"\xef\xbb\xbf".to_vec(); // a byte-order mark
+    file.extend_from_slice(good);
+    file.extend_from_slice(b"\r\n{\"kind\": \"cancel\", \"payload\": {\"booking\": 3, \"customer\": \"\xc3\x28\"}}\n");
+    file.extend_from_slice(good);
+    let parsed = seatq::bulk::parse(file.as_slice()).unwrap();
+    assert_eq!(parsed.good.len(), 2, "{:?}", parsed.bad);
+    let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+    assert_eq!(bad, [(2, "invalid_json")]);
+    assert!(parsed.bad[0].reason.starts_with("not valid UTF-8"), "{:?}", parsed.bad);
+}
+
 /// A random payload: mostly the right fields with values of any type, some
 /// missing, some extra.
 fn payload() -> impl Strategy<Value = (String, Value)> {
@@ -168,6 +341,12 @@ fn payload() -> impl Strategy<Value = (String, Value)> {
         prop::collection::vec(-2i64..12, 0..12).prop_map(Value::from),
         Just(json!(["x"])),
         Just(json!({})),
+        // What jsonb cannot store, and numbers it stores by value.
+        "[a-z]{0,2}\u{0}[a-z]{0,2}".prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop::sample::select(vec![2.0, -0.0, 1e16, -1.5e17, 9.3e18, 1e-7, 5e-324, 1e300]).prop_map(Value::from),
+        prop::collection::vec(prop::sample::select(vec![json!(1e16), json!(3.0), json!(2)]), 1..3)
+            .prop_map(Value::from),
     ];
     let key = prop_oneof![
         Just("event"),
@@ -181,6 +360,7 @@ fn payload() -> impl Strategy<Value = (String, Value)> {
         Just("booking"),
         Just("extra"),
         Just("Party"),
+        Just("nul\u{0}"),
     ];
     let object = prop::collection::btree_map(key.prop_map(String::from), value.clone(), 0..8)
         .prop_map(|m| Value::Object(m.into_iter().collect()));
@@ -198,11 +378,16 @@ proptest! {
             let db = TestDb::new().await;
             for (kind, payload) in &cases {
                 let rust = Request::decode(kind, payload).err().map(|e| (e.code().to_string(), e.message));
-                let sql: (Option<String>, Option<String>) =
+                let sql: Result<(Option<String>, Option<String>), sqlx::Error> =
                     sqlx::query_as("SELECT code, message FROM seatq.request_error($1, $2)")
-                        .bind(kind).bind(payload).fetch_one(&db.pool).await.unwrap();
-                let sql = sql.0.zip(sql.1);
-                assert_eq!(rust, sql, "{kind} {payload}");
+                        .bind(kind).bind(payload).fetch_one(&db.pool).await;
+                if rust.as_ref().is_some_and(|(_, message)| message.contains("U+0000")) {
+                    // jsonb refuses the payload before any check.
+                    assert_eq!(sqlstate(sql.expect_err("jsonb refuses U+0000")), "22P05", "{kind} {payload}");
+                    continue;
+                }
+                let sql = sql.unwrap();
+                assert_eq!(rust, sql.0.zip(sql.1), "{kind} {payload}");
             }
             db.close().await;
         });

@@ -2,17 +2,22 @@
 //! inspect the queue.
 
 use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use tokio::time::Instant;
 
 use crate::outcome::{RequestRecord, Status};
 use crate::request::Request;
-use crate::{Error, db, sql};
+use crate::{Error, db, sql, validate};
+
+/// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
+const BULK_CHUNK: usize = 1000;
 
 /// How often [`Client::wait`] re-reads the request when no NOTIFY arrives
 /// (notifications are hints: one sent while the listener reconnects is lost).
@@ -26,6 +31,14 @@ pub struct NewRequest {
     pub idempotency_key: Option<String>,
     /// Higher runs first (default 0).
     pub priority: i16,
+}
+
+impl NewRequest {
+    /// Validate the request and the key.
+    pub fn check(&self) -> Result<(), crate::RequestError> {
+        self.request.validate()?;
+        self.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)
+    }
 }
 
 impl From<Request> for NewRequest {
@@ -90,6 +103,13 @@ impl Client {
         Ok(Client { pool: db::connect(db::options(url)?, 4).await? })
     }
 
+    /// [`Client::connect`], with every wait for a connection (connecting
+    /// included) bounded by `acquire_timeout`, so that an outage surfaces as
+    /// an error soon, for the caller to retry (see [`Retry`]).
+    pub async fn connect_with_timeout(url: &str, acquire_timeout: Duration) -> Result<Client, Error> {
+        Ok(Client { pool: db::connect_pool(db::options(url)?, 4, acquire_timeout).await? })
+    }
+
     /// Use an existing pool (migrations must already be applied).
     pub fn from_pool(pool: PgPool) -> Client {
         Client { pool }
@@ -103,7 +123,7 @@ impl Client {
     /// Validate and enqueue one request; returns its id.
     pub async fn enqueue(&self, new: impl Into<NewRequest>) -> Result<i64, Error> {
         let new = new.into();
-        new.request.validate()?;
+        new.check()?;
         let id = sqlx::query_scalar(sql::queue::ENQUEUE)
             .bind(new.request.kind())
             .bind(new.request.payload())
@@ -118,11 +138,98 @@ impl Client {
     /// in order. Nothing is enqueued if any request is invalid.
     pub async fn enqueue_many(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Error> {
         for new in batch {
-            new.request.validate()?;
+            new.check()?;
         }
         let kinds: Vec<&str> = batch.iter().map(|n| n.request.kind()).collect();
         let payloads: Vec<Value> = batch.iter().map(|n| n.request.payload()).collect();
         self.enqueue_raw(&kinds, &payloads, batch.iter().map(|n| (n.idempotency_key.clone(), n.priority))).await
+    }
+
+    /// Validate and enqueue any number of requests in one transaction (a
+    /// thousand rows per statement), all or nothing; returns their ids in
+    /// order. Nothing is enqueued if any request is invalid.
+    ///
+    /// A connection-level failure is retried under `retry`, the whole
+    /// transaction again: until COMMIT is sent nothing is stored, so that is
+    /// safe even for requests without an idempotency key. If the connection
+    /// is lost during COMMIT itself, the outcome is unknown to the client;
+    /// it then asks the server whether that transaction committed
+    /// (`pg_xact_status`), and enqueues again only if it did not, so a file
+    /// is never enqueued twice. When the server cannot tell in time, the
+    /// answer is [`Error::CommitUnknown`].
+    pub async fn enqueue_all(&self, batch: &[NewRequest], retry: &Retry) -> Result<Vec<i64>, Error> {
+        for new in batch {
+            new.check()?;
+        }
+        let mut backoff = retry.backoff();
+        let mut lost: Option<LostCommit> = None;
+        loop {
+            if let Some(commit) = lost.take() {
+                match self.xact_status(&commit.xid).await {
+                    Ok(Some(status)) if status == "committed" => return Ok(commit.ids),
+                    Ok(Some(status)) if status == "aborted" => {} // nothing was stored: enqueue again
+                    // The lost session has not ended yet, or the server is still away.
+                    Ok(Some(status)) if status == "in progress" => {
+                        let why = format!("transaction {} is still in progress", commit.xid);
+                        if !backoff.sleep("the session of the lost COMMIT has not ended yet; asking again", &why).await
+                        {
+                            return Err(commit.unknown());
+                        }
+                        lost = Some(commit);
+                        continue;
+                    }
+                    Err(e) if e.is_connection_error() => {
+                        if !backoff.pause("asking whether the lost COMMIT committed", &e).await {
+                            return Err(commit.unknown());
+                        }
+                        lost = Some(commit);
+                        continue;
+                    }
+                    // NULL (too old to tell), or an error: the server cannot say.
+                    _ => return Err(commit.unknown()),
+                }
+            }
+            match self.enqueue_all_once(batch).await {
+                Ok(ids) => return Ok(ids),
+                Err(Attempt::Failed(e)) => {
+                    if !backoff.pause("enqueueing", &e).await {
+                        return Err(e);
+                    }
+                }
+                Err(Attempt::CommitLost(commit)) => {
+                    let what = "the connection was lost during COMMIT; asking the server whether it committed";
+                    if !backoff.sleep(what, &commit.source).await {
+                        return Err(commit.unknown());
+                    }
+                    lost = Some(commit);
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`Client::enqueue_all`].
+    async fn enqueue_all_once(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Attempt> {
+        let failed = |e: sqlx::Error| Attempt::Failed(Error::Db(e));
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut ids = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(BULK_CHUNK) {
+            ids.extend(enqueue_chunk(&mut tx, chunk).await.map_err(failed)?);
+        }
+        let xid: String = sqlx::query_scalar(sql::queue::CURRENT_XACT_ID).fetch_one(&mut *tx).await.map_err(failed)?;
+        match tx.commit().await {
+            Ok(()) => Ok(ids),
+            Err(source) if crate::error::connection_level(&source) => {
+                Err(Attempt::CommitLost(LostCommit { xid, ids, source }))
+            }
+            // The server answered: it did not commit.
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// Whether a transaction committed: `committed`, `aborted`, `in
+    /// progress`, or `None` when it is too old to tell.
+    async fn xact_status(&self, xid: &str) -> Result<Option<String>, Error> {
+        Ok(sqlx::query_scalar(sql::queue::XACT_STATUS).bind(xid).fetch_one(&self.pool).await?)
     }
 
     /// Enqueue requests exactly as given, unvalidated (the worker will fail
@@ -277,22 +384,196 @@ impl Client {
     /// to a row, in the classic layout (see `sql::inventory::ADD_SEATS`).
     /// Idempotent. Returns the event id.
     pub async fn add_event(&self, name: &str, seats: i32, per_row: i32) -> Result<i64, Error> {
+        let ids = self.add_events(&[name.to_string()], seats, per_row).await?;
+        ids.first().copied().ok_or_else(|| Error::Db(sqlx::Error::RowNotFound))
+    }
+
+    /// Events by name, each with `seats` seats, `per_row` to a row, in the
+    /// classic layout, in one transaction of two statements whatever their
+    /// number. Idempotent. Returns the ids in the order of `names`.
+    pub async fn add_events(&self, names: &[String], seats: i32, per_row: i32) -> Result<Vec<i64>, Error> {
         let mut tx = self.pool.begin().await?;
-        let id: i64 = sqlx::query_scalar(sql::inventory::ADD_EVENT).bind(name).fetch_one(&mut *tx).await?;
-        sqlx::query(sql::inventory::ADD_SEATS).bind(id).bind(seats).bind(per_row.max(1)).execute(&mut *tx).await?;
+        let ids: Vec<i64> = sqlx::query_scalar(sql::inventory::ADD_EVENTS).bind(names).fetch_all(&mut *tx).await?;
+        sqlx::query(sql::inventory::ADD_SEATS).bind(&ids).bind(seats).bind(per_row.max(1)).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok(id)
+        Ok(ids)
     }
 
     /// The demo inventory: `flights` events named "Flight 1".. of `seats`
     /// seats, six to a row. Idempotent. Returns the event ids.
     pub async fn seed(&self, flights: i32, seats: i32) -> Result<Vec<i64>, Error> {
-        let mut ids = Vec::with_capacity(flights.max(0) as usize);
-        for n in 1..=flights {
-            ids.push(self.add_event(&format!("Flight {n}"), seats, 6).await?);
-        }
-        Ok(ids)
+        let names: Vec<String> = (1..=flights).map(|n| format!("Flight {n}")).collect();
+        self.add_events(&names, seats, 6).await
     }
+}
+
+/// Enqueue one chunk of requests on `conn` in one statement.
+async fn enqueue_chunk(conn: &mut PgConnection, chunk: &[NewRequest]) -> Result<Vec<i64>, sqlx::Error> {
+    let kinds: Vec<&str> = chunk.iter().map(|n| n.request.kind()).collect();
+    let payloads: Vec<Value> = chunk.iter().map(|n| n.request.payload()).collect();
+    let keys: Vec<Option<&str>> = chunk.iter().map(|n| n.idempotency_key.as_deref()).collect();
+    let priorities: Vec<i32> = chunk.iter().map(|n| i32::from(n.priority)).collect();
+    sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
+        .bind(kinds)
+        .bind(payloads)
+        .bind(keys)
+        .bind(priorities)
+        .fetch_all(conn)
+        .await
+}
+
+/// How one attempt of [`Client::enqueue_all`] failed.
+enum Attempt {
+    /// Before COMMIT, or refused by the server: nothing was stored.
+    Failed(Error),
+    /// The connection was lost during COMMIT: it may have committed.
+    CommitLost(LostCommit),
+}
+
+/// A transaction whose COMMIT was sent but not answered.
+struct LostCommit {
+    /// Its id, as `pg_current_xact_id()` gave it.
+    xid: String,
+    /// The ids its statements returned (valid if it committed).
+    ids: Vec<i64>,
+    /// How the connection was lost.
+    source: sqlx::Error,
+}
+
+impl LostCommit {
+    fn unknown(self) -> Error {
+        Error::CommitUnknown { xid: self.xid, source: self.source }
+    }
+}
+
+/// Retrying connection-level failures ([`Error::is_connection_error`]) with
+/// jittered exponential backoff, for a bounded time. Anything else (a
+/// refused request, an SQL error) is returned at once.
+///
+/// Retrying is safe for an operation that is idempotent: reading, waiting,
+/// enqueueing with an idempotency key (a retry returns the first request),
+/// or a whole transaction that did not commit ([`Client::enqueue_all`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Give up once an operation has kept failing for this long (counted from
+    /// its first failure; an attempt that ran longer than this before failing
+    /// starts the count again). Zero never retries.
+    pub budget: Duration,
+    /// The first pause; each next one doubles, up to `max_delay`. Each pause
+    /// is jittered: half to all of its nominal length.
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Retry {
+    /// Never retry.
+    pub const NEVER: Retry = Retry::within(Duration::ZERO);
+
+    /// Retry for up to `budget`, pausing 100 ms doubling to 5 s.
+    pub const fn within(budget: Duration) -> Retry {
+        Retry { budget, first_delay: Duration::from_millis(100), max_delay: Duration::from_secs(5) }
+    }
+
+    /// Run `op` until it succeeds, fails with an error that is not
+    /// connection-level, or the budget is spent. Each retry is logged
+    /// (`warn`), naming `what` failed.
+    pub async fn run<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        let mut backoff = self.backoff();
+        loop {
+            match op().await {
+                Err(e) if backoff.pause(what, &e).await => continue,
+                done => return done,
+            }
+        }
+    }
+
+    /// The pauses of one operation, for a hand-written retry loop.
+    pub fn backoff(&self) -> Backoff {
+        Backoff {
+            retry: *self,
+            failing_since: None,
+            attempt_started: Instant::now(),
+            next: self.first_delay,
+            retries: 0,
+        }
+    }
+}
+
+/// The state of one operation's retries (see [`Retry::backoff`]).
+#[derive(Debug)]
+pub struct Backoff {
+    retry: Retry,
+    failing_since: Option<Instant>,
+    attempt_started: Instant,
+    next: Duration,
+    retries: u32,
+}
+
+impl Backoff {
+    /// After a failed attempt: if `error` is connection-level and the budget
+    /// is not spent, log "`what` failed; retrying" (`warn`), sleep a jittered
+    /// pause and return `true` (try again); else return `false`.
+    pub async fn pause(&mut self, what: &str, error: &Error) -> bool {
+        if !error.is_connection_error() {
+            return false;
+        }
+        let brief = match error {
+            // Without the set-up advice, which is for the final error.
+            Error::Unreachable { target, source } => format!("cannot reach PostgreSQL at {target}: {source}"),
+            e => e.to_string(),
+        };
+        self.sleep(&format!("{what} failed; retrying"), &brief).await
+    }
+
+    /// Like [`Backoff::pause`], for a failure known to be worth retrying;
+    /// logs `message` and `why`.
+    pub async fn sleep(&mut self, message: &str, why: &dyn std::fmt::Display) -> bool {
+        let now = Instant::now();
+        // An attempt that worked for longer than the whole budget before
+        // failing ends the previous outage: this is a new one.
+        if now - self.attempt_started > self.retry.budget {
+            self.failing_since = None;
+            self.next = self.retry.first_delay;
+        }
+        let since = *self.failing_since.get_or_insert(now);
+        let left = self.retry.budget.saturating_sub(now - since);
+        if left.is_zero() {
+            return false;
+        }
+        let pause = self.next.mul_f64(0.5 + 0.5 * unit_random()).min(left);
+        self.retries += 1;
+        tracing::warn!(retry = self.retries, in_ms = pause.as_millis() as u64, error = %why, "{message}");
+        tokio::time::sleep(pause).await;
+        self.next = (self.next * 2).min(self.retry.max_delay);
+        self.attempt_started = Instant::now();
+        true
+    }
+}
+
+/// A fresh idempotency key, `{prefix}-` and 32 random hex digits.
+pub fn new_idempotency_key(prefix: &str) -> String {
+    format!("{prefix}-{:016x}{:016x}", random_u64(), random_u64())
+}
+
+/// 64 random bits from the standard library: SipHash under the process's
+/// random keys, over a counter, the time and the process id.
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Uniform in [0, 1).
+fn unit_random() -> f64 {
+    (random_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn record(row: &PgRow) -> Result<RequestRecord, Error> {

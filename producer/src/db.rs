@@ -21,18 +21,60 @@ pub fn options(url: &str) -> Result<PgConnectOptions, Error> {
     PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl(e.to_string()))
 }
 
+/// How long a client pool waits for a connection (including connecting)
+/// before it gives up with an error.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Connect a pool of `max_connections`, creating the database if it does not
 /// exist and applying the migrations, so a fresh server needs no set-up.
 pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, Error> {
-    ensure_database(&options).await?;
+    connect_pool(options, max_connections, ACQUIRE_TIMEOUT).await
+}
+
+/// [`connect`], with the pool waiting at most `acquire_timeout` for a
+/// connection (and the first connection attempt bounded by it too). Services
+/// use a short one, so that an outage surfaces as errors within seconds rather
+/// than as calls that hang.
+pub async fn connect_pool(
+    options: PgConnectOptions,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, Error> {
+    ensure_database(&options, acquire_timeout).await?;
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(30))
+        .acquire_timeout(acquire_timeout)
         .connect_with(options.clone())
         .await
         .map_err(|e| unreachable(&options, e))?;
     migrate(&pool).await?;
     Ok(pool)
+}
+
+/// Whether `error` may go away by itself (the server is down, starting up,
+/// restarting, out of connections; a lock or a serialization conflict while
+/// migrating), so that connecting again later makes sense. A bad URL, a
+/// refused login, a database that does not exist and cannot be created, or a
+/// failed migration is not transient: retrying would not help.
+pub fn is_transient(error: &Error) -> bool {
+    use sqlx::migrate::MigrateError;
+    match error {
+        Error::Unreachable { source, .. } | Error::Db(source) => transient(source),
+        Error::Migrate(MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _)) => transient(source),
+        _ => false,
+    }
+}
+
+/// A connection-level failure (see [`Error::is_connection_error`]), or one
+/// that only delays a start: too many connections or another resource short
+/// (53), an idle session timeout (57P05), or a conflict with another process
+/// migrating at the same time (40001, 40P01, 55P03 under `lock_timeout`).
+fn transient(error: &sqlx::Error) -> bool {
+    crate::error::connection_level(error)
+        || error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .is_some_and(|code| code.starts_with("53") || ["57P05", "40001", "40P01", "55P03"].contains(&code.as_ref()))
 }
 
 /// Apply the migrations in `migrations/` unless all are applied already
@@ -52,12 +94,14 @@ pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
 }
 
 /// A listener on `channel`, on a connection of its own (not one of `pool`'s,
-/// which it would hold for as long as it listens), with `pool`'s options.
+/// which it would hold for as long as it listens), with `pool`'s options and
+/// acquire timeout (which also bounds each reconnection attempt).
 pub async fn listen(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
     let own = PgPoolOptions::new()
         .max_connections(1)
         .idle_timeout(None)
         .max_lifetime(None)
+        .acquire_timeout(pool.options().get_acquire_timeout())
         .connect_with(pool.connect_options().as_ref().clone())
         .await?;
     let mut listener = PgListener::connect_with(&own).await?;
@@ -66,8 +110,9 @@ pub async fn listen(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Er
 }
 
 /// Create the target database when the server answers "does not exist".
-async fn ensure_database(options: &PgConnectOptions) -> Result<(), Error> {
-    let err = match options.connect().await {
+/// Each connection attempt waits at most `within`.
+async fn ensure_database(options: &PgConnectOptions, within: Duration) -> Result<(), Error> {
+    let err = match bounded(within, options.connect()).await {
         Ok(conn) => return sqlx::Connection::close(conn).await.map_err(Error::Db),
         Err(err) => err,
     };
@@ -76,18 +121,37 @@ async fn ensure_database(options: &PgConnectOptions) -> Result<(), Error> {
         return Err(unreachable(options, err));
     }
     let name = options.get_database().unwrap_or("postgres").to_string();
-    let mut admin = options.clone().database("postgres").connect().await.map_err(|e| unreachable(options, e))?;
+    let admin = options.clone().database("postgres");
+    let mut admin = bounded(within, admin.connect()).await.map_err(|e| unreachable(options, e))?;
     // CREATE DATABASE takes no parameters; the name comes from the operator's
     // own configuration and is quoted as an identifier.
     let create = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
     match sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut admin).await {
         Ok(_) => tracing::info!(database = %name, "created database"),
-        // Another process created it first.
-        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42P04") => {}
+        // Another process created it first (42P04; 23505 when both were
+        // creating it at the same moment).
+        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42P04" || c == "23505") => {}
+        // Say which database and why, rather than a bare "permission denied".
+        Err(e) if !transient(&e) => {
+            return Err(Error::Db(sqlx::Error::Configuration(
+                format!("database \"{name}\" does not exist and cannot be created: {e}").into(),
+            )));
+        }
         Err(e) => return Err(Error::Db(e)),
     }
     let _ = sqlx::Connection::close(admin).await;
     Ok(())
+}
+
+/// A connection attempt that gives up after `within` (a server that does not
+/// answer at all: a lost host, a firewall dropping packets).
+async fn bounded<T>(
+    within: Duration,
+    attempt: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    tokio::time::timeout(within, attempt).await.unwrap_or_else(|_| {
+        Err(sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {within:?}"))))
+    })
 }
 
 fn unreachable(options: &PgConnectOptions, source: sqlx::Error) -> Error {

@@ -47,7 +47,9 @@ pub const WORKER_DEAD_AFTER: std::time::Duration = std::time::Duration::from_sec
 /// `default`, e.g. `"info"`), as text or JSON lines.
 pub fn init_tracing(json: bool, default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx=warn")));
+    // sqlx logs every statement at info; keep it to warnings (slow statements) or quieter.
+    let sqlx = if matches!(default, "error" | "off") { default } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx={sqlx}")));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
         builder.json().init();

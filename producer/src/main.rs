@@ -5,8 +5,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use seatq::{BookingRef, Client, NewRequest, Request, RequestRecord, SeatRequest, Status};
+use seatq::client::Retry;
+use seatq::{BookingRef, Client, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
 use serde_json::Value;
+use tokio::time::Instant;
+
+/// How long one wait for a connection (connecting included) may take before
+/// it counts as a failed attempt and is retried.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// seatq: a seat-booking queue in PostgreSQL.
 #[derive(Debug, Parser)]
@@ -18,6 +24,13 @@ struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Keep retrying for this many seconds when the database cannot be
+    /// reached or the connection is lost (connecting, enqueueing, waiting,
+    /// status); 0 = no retry. Retries are safe: a request is enqueued under
+    /// an idempotency key (a random one unless --key names one), and a file
+    /// in one transaction.
+    #[arg(long, global = true, env = "SEATQ_RETRY_SECS", default_value_t = 30, value_name = "SECS")]
+    retry_secs: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,7 +78,8 @@ enum Command {
         queue: QueueArgs,
     },
     /// Enqueue requests from a JSON-lines file: {"kind", "payload", "idempotency_key"?, "priority"?} per line.
-    /// Bad lines are reported (line number and reason) and the good ones enqueued; exits 1 if any line was bad.
+    /// Bad lines are reported (file:line: code: reason) and the good ones enqueued, all in one transaction;
+    /// exits 1 if any line was bad.
     Enqueue {
         /// The file ("-" for standard input).
         #[arg(long)]
@@ -98,7 +112,8 @@ enum Command {
         #[arg(long)]
         all_dead: bool,
     },
-    /// Delete finished requests older than the given age now (workers also do this hourly by default).
+    /// Delete finished requests older than the given age now (workers also do this every minute,
+    /// for requests older than their --retention-hours).
     Prune {
         /// Age in hours.
         #[arg(long, default_value_t = 7 * 24)]
@@ -139,7 +154,8 @@ struct BookingArgs {
 
 #[derive(Debug, ClapArgs)]
 struct QueueArgs {
-    /// Makes a retry safe: the same key returns the first request.
+    /// Idempotency key: enqueueing again with the same key returns the first request instead of
+    /// booking twice (default: a random key, so that this command's own retries are safe).
     #[arg(long)]
     key: Option<String>,
     /// Higher runs first.
@@ -157,19 +173,57 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::from(2)
         }
     }
 }
 
+/// The error and its causes, each shown once: many errors (sqlx's among
+/// them) repeat their cause in their own message, which `{:#}` would print
+/// again.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+/// What every command needs: where the database is, how to print, how to retry.
+struct Ctx {
+    database_url: String,
+    json: bool,
+    retry: Retry,
+}
+
+impl Ctx {
+    /// Connect (creating the database and applying migrations if needed),
+    /// retrying while the server cannot be reached.
+    async fn connect(&self) -> anyhow::Result<Client> {
+        let url = &self.database_url;
+        Ok(self.retry.run("connecting", || Client::connect_with_timeout(url, ACQUIRE_TIMEOUT)).await?)
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let client = Client::connect(&cli.database_url).await?;
-    let json = cli.json;
+    let ctx = Ctx {
+        database_url: cli.database_url,
+        json: cli.json,
+        retry: Retry::within(Duration::from_secs(cli.retry_secs)),
+    };
+    let json = ctx.json;
     match cli.command {
-        Command::Migrate => println!("migrations applied"),
+        Command::Migrate => {
+            ctx.connect().await?;
+            println!("migrations applied");
+        }
         Command::Seed { flights, seats } => {
-            let ids = client.seed(flights, seats).await?;
+            let ids = ctx.connect().await?.seed(flights, seats).await?;
             if json {
                 println!("{}", serde_json::json!({ "events": ids }));
             } else {
@@ -179,28 +233,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Hold { seats, hold_seconds, queue } => {
             let mut r = seat_request(seats);
             r.hold_seconds = hold_seconds;
-            return submit(&client, Request::Hold(r), queue, json).await;
+            return submit(&ctx, Request::Hold(r), queue).await;
         }
         Command::Book { seats, queue } => {
-            return submit(&client, Request::Book(seat_request(seats)), queue, json).await;
+            return submit(&ctx, Request::Book(seat_request(seats)), queue).await;
         }
         Command::Confirm { booking, queue } => {
             let r = BookingRef { booking: booking.booking, customer: booking.customer };
-            return submit(&client, Request::Confirm(r), queue, json).await;
+            return submit(&ctx, Request::Confirm(r), queue).await;
         }
         Command::Cancel { booking, queue } => {
             let r = BookingRef { booking: booking.booking, customer: booking.customer };
-            return submit(&client, Request::Cancel(r), queue, json).await;
+            return submit(&ctx, Request::Cancel(r), queue).await;
         }
         Command::Enqueue { file, strict } => {
-            return enqueue_file(&client, &file, strict, json).await;
+            return enqueue_file(&ctx, &file, strict).await;
         }
-        Command::Status { id } => return Ok(show(&client.status(id).await?, json)),
+        Command::Status { id } => {
+            let client = ctx.connect().await?;
+            let record = ctx.retry.run("reading the request", || client.status(id)).await?;
+            return Ok(show(&record, json));
+        }
         Command::Wait { id, timeout } => {
-            return Ok(show(&client.wait(id, timeout.map(Duration::from_secs)).await?, json));
+            let client = ctx.connect().await?;
+            return Ok(show(&wait(&ctx, &client, id, timeout.map(Duration::from_secs)).await?, json));
         }
         Command::Stats => {
-            let stats = client.stats().await?;
+            let stats = ctx.connect().await?.stats().await?;
             if json {
                 println!("{}", serde_json::to_string(&stats)?);
             } else {
@@ -218,7 +277,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Workers => {
-            let workers = client.workers().await?;
+            let workers = ctx.connect().await?.workers().await?;
             if json {
                 println!("{}", serde_json::to_string(&workers)?);
             } else {
@@ -237,7 +296,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Retry { id, all_dead } => {
-            let ids = client.retry_dead(if all_dead { None } else { id }).await?;
+            let ids = ctx.connect().await?.retry_dead(if all_dead { None } else { id }).await?;
             if json {
                 println!("{}", serde_json::json!({ "requeued": ids }));
             } else {
@@ -248,7 +307,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Prune { older_than_hours } => {
-            let n = client.prune(Duration::from_secs(older_than_hours * 3600)).await?;
+            let n = ctx.connect().await?.prune(Duration::from_secs(older_than_hours * 3600)).await?;
             if json {
                 println!("{}", serde_json::json!({ "pruned": n }));
             } else {
@@ -256,7 +315,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Check => {
-            let violations = client.check_invariants(false).await?;
+            let violations = ctx.connect().await?.check_invariants(false).await?;
             if json {
                 println!("{}", serde_json::to_string(&violations)?);
             } else if violations.is_empty() {
@@ -287,18 +346,49 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
     }
 }
 
-/// Enqueue; print the id, or with --wait the outcome.
-async fn submit(client: &Client, request: Request, q: QueueArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let id = client.enqueue(NewRequest { request, idempotency_key: q.key, priority: q.priority }).await?;
-    if q.wait {
-        return Ok(show(&client.wait(id, None).await?, json));
+/// Validate, enqueue (under the given idempotency key, else a random one,
+/// so that retrying is safe); print the id, or with --wait the outcome.
+async fn submit(ctx: &Ctx, request: Request, q: QueueArgs) -> anyhow::Result<ExitCode> {
+    let key = q.key.unwrap_or_else(|| seatq::client::new_idempotency_key("cli"));
+    let new = NewRequest { request, idempotency_key: Some(key), priority: q.priority };
+    // Refused before connecting: a malformed request needs no database.
+    if let Err(e) = new.check() {
+        return Ok(refused(&e, ctx.json));
     }
-    if json {
-        println!("{}", serde_json::json!({ "id": id }));
+    let client = ctx.connect().await?;
+    let id = match ctx.retry.run("enqueueing", || client.enqueue(new.clone())).await {
+        Ok(id) => id,
+        Err(seatq::Error::Invalid(e)) => return Ok(refused(&e, ctx.json)),
+        Err(e) => return Err(e.into()),
+    };
+    if q.wait {
+        return Ok(show(&wait(ctx, &client, id, None).await?, ctx.json));
+    }
+    if ctx.json {
+        println!("{}", serde_json::json!({ "id": id, "idempotency_key": new.idempotency_key }));
     } else {
         println!("{id}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Wait for the outcome, retrying through lost connections; `timeout`
+/// bounds the whole wait, retries included.
+async fn wait(ctx: &Ctx, client: &Client, id: i64, timeout: Option<Duration>) -> anyhow::Result<RequestRecord> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    Ok(ctx.retry.run("waiting for the outcome", || client.wait(id, left())).await?)
+}
+
+/// Print a refused request (`code: message`, or JSON with `error_code` and
+/// `error_message`); exit status 1.
+fn refused(e: &RequestError, json: bool) -> ExitCode {
+    if json {
+        println!("{}", serde_json::json!({ "error_code": e.code(), "error_message": e.message }));
+    } else {
+        println!("{}: {}", e.code(), e.message);
+    }
+    ExitCode::FAILURE
 }
 
 /// Print a request; exit status 1 when it failed or died.
@@ -332,8 +422,9 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
 }
 
 /// Validate every line first, then enqueue the good ones (none with
-/// `strict` if any is bad); report each bad line with its number and reason.
-async fn enqueue_file(client: &Client, file: &str, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
+/// `strict` if any is bad) in one transaction; report each bad line with its
+/// number and reason.
+async fn enqueue_file(ctx: &Ctx, file: &str, strict: bool) -> anyhow::Result<ExitCode> {
     let parsed = if file == "-" {
         seatq::bulk::parse(std::io::stdin().lock())
     } else {
@@ -344,20 +435,20 @@ async fn enqueue_file(client: &Client, file: &str, strict: bool, json: bool) -> 
     for bad in &parsed.bad {
         eprintln!("{file}:{}: {}: {}", bad.line, bad.code, bad.reason);
     }
-    let mut ids = Vec::with_capacity(parsed.good.len());
-    if !(strict && !parsed.bad.is_empty()) {
-        for chunk in parsed.good.chunks(1000) {
-            ids.extend(client.enqueue_many(chunk).await?);
-        }
-    }
-    if json {
+    let refused = strict && !parsed.bad.is_empty();
+    let ids = if refused || parsed.good.is_empty() {
+        Vec::new()
+    } else {
+        ctx.connect().await?.enqueue_all(&parsed.good, &ctx.retry).await?
+    };
+    if ctx.json {
         let bad: Vec<Value> = parsed
             .bad
             .iter()
             .map(|b| serde_json::json!({"line": b.line, "code": b.code, "reason": b.reason}))
             .collect();
         println!("{}", serde_json::json!({ "enqueued": ids, "bad_lines": bad }));
-    } else if strict && !parsed.bad.is_empty() {
+    } else if refused {
         println!("enqueued nothing: {} bad lines (--strict)", parsed.bad.len());
     } else {
         println!("enqueued {} requests ({} bad lines skipped)", ids.len(), parsed.bad.len());

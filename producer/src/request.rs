@@ -112,6 +112,8 @@ impl Request {
     /// Validate and decode a stored request.
     pub fn decode(kind: &str, payload: &Value) -> Result<Request, RequestError> {
         validate::check(kind, payload)?;
+        // A float that is an integer to `jsonb` (1e16) is one here too.
+        let payload = &*validate::normalized(payload);
         fn parse<T: for<'de> Deserialize<'de>>(payload: &Value) -> Result<T, RequestError> {
             // Validation passed, so this only fails on a disagreement between
             // the checks and the types: report it rather than panic.

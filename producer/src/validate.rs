@@ -7,13 +7,33 @@
 //! same code a Rust producer does; `tests/validation.rs` holds the two to the
 //! same answers. Change both together.
 //!
-//! Order: kind; payload size; payload is an object; unknown fields (the
-//! first in byte order); missing required fields; field types (in field
-//! order); then values: hold time, named seats, party, class, customer, and
-//! combinations. State-dependent checks (unknown event or seat, the owner of a
-//! booking) are the worker's.
+//! Order: a string containing U+0000 anywhere in the payload; kind; payload
+//! size; payload is an object; unknown fields (the first in byte order);
+//! missing required fields; field types (in field order); then values: hold
+//! time, named seats, party, class, customer, and combinations.
+//! State-dependent checks (unknown event or seat, the owner of a booking) are
+//! the worker's.
+//!
+//! Numbers are judged as `jsonb` stores them, since that is what the
+//! database checks: an integer is a number `jsonb` prints without a fraction
+//! or exponent that fits in an `i64`. `jsonb` keeps a fraction as written
+//! (`2.0`), but stores a number written with an exponent by its value, so the
+//! float 1e16, which serde_json writes as `1e+16`, is the integer
+//! 10000000000000000 on both sides, and messages print numbers as `jsonb`
+//! does. A payload given as a [`Value`] thus gets the same answer both ways.
+//!
+//! Two differences come from parsing JSON text, before any check runs:
+//! - `jsonb` refuses a string containing U+0000 (the statement fails with
+//!   SQLSTATE 22P05 and nothing is stored); here it is `invalid_request`,
+//!   naming the field.
+//! - serde_json reads any number written with a fraction or an exponent as a
+//!   float, so JSON text with `"party": 2E0` (a bulk file line) is
+//!   `wrong_type` here, whereas `jsonb` stores `2E0` as the integer 2 before
+//!   any database check can see how it was written.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use serde_json::{Map, Number, Value};
 
 use crate::outcome::ErrorCode;
 use crate::request::{MAX_HOLD_SECONDS, MAX_PARTY, RequestError};
@@ -54,8 +74,79 @@ fn jsonb_text_len(v: &Value) -> usize {
                     .map(|(k, v)| Value::from(k.as_str()).to_string().len() + 2 + jsonb_text_len(v))
                     .sum::<usize>()
         }
+        Value::Number(n) => jsonb_number_text(n).len(),
         scalar => scalar.to_string().len(),
     }
+}
+
+/// A number's text as `jsonb` prints it after reading serde_json's: as
+/// written, except that a number with an exponent (`1e+16`, `1.5e-7`) is
+/// printed by value (`10000000000000000`, `0.00000015`), and zero has no
+/// sign. A number written `m.f e x` keeps `max(0, len(f) - x)` decimals.
+fn jsonb_number_text(n: &Number) -> String {
+    jsonb_text(&n.to_string())
+}
+
+/// The text `jsonb` prints for a JSON number written `written`.
+fn jsonb_text(written: &str) -> String {
+    let (negative, unsigned) = written.strip_prefix('-').map_or((false, written), |u| (true, u));
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        // An f64 has |exponent| <= 324; anything else is left as written.
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(e) if e.abs() <= 400 => (m, e),
+            _ => return written.to_string(),
+        },
+        None => (unsigned, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
+    let digit = |i: i64| usize::try_from(i).ok().and_then(|i| digits.get(i)).map_or('0', |d| char::from(*d));
+    let point = int.len() as i64 + exponent;
+    let scale = (frac.len() as i64 - exponent).max(0);
+    let whole: String = (0..point).map(digit).collect();
+    let whole = whole.trim_start_matches('0');
+    let fraction: String = (point..point + scale).map(digit).collect();
+    let sign = if negative && digits.iter().any(|d| *d != b'0') { "-" } else { "" };
+    let whole = if whole.is_empty() { "0" } else { whole };
+    if scale > 0 { format!("{sign}{whole}.{fraction}") } else { format!("{sign}{whole}") }
+}
+
+/// The value of a JSON integer: a number `jsonb` prints without a fraction
+/// or exponent, in the `i64` range (`seatq.is_json_int` in SQL).
+fn int_value(v: &Value) -> Option<i64> {
+    let Value::Number(n) = v else { return None };
+    n.as_i64().or_else(|| {
+        let text = jsonb_number_text(n);
+        let digits = text.strip_prefix('-').unwrap_or(&text);
+        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
+    })
+}
+
+/// The payload with every integer field written as an integer, so a float
+/// that `jsonb` stores as an integer (1e16) decodes into an integer field.
+pub(crate) fn normalized(payload: &Value) -> Cow<'_, Value> {
+    let needs = |v: &Value| v.is_f64() && int_value(v).is_some();
+    let Value::Object(map) = payload else { return Cow::Borrowed(payload) };
+    let fix = |v: &Value| if needs(v) { int_value(v).map_or_else(|| v.clone(), Value::from) } else { v.clone() };
+    let touched = map.iter().any(|(k, v)| match (k.as_str(), v) {
+        ("seats", Value::Array(a)) => a.iter().any(needs),
+        (k, v) => INTEGER_FIELDS.contains(&k) && needs(v),
+    });
+    if !touched {
+        return Cow::Borrowed(payload);
+    }
+    let map = map
+        .iter()
+        .map(|(k, v)| {
+            let v = match (k.as_str(), v) {
+                ("seats", Value::Array(a)) => Value::Array(a.iter().map(fix).collect()),
+                (k, v) if INTEGER_FIELDS.contains(&k) => fix(v),
+                (_, v) => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    Cow::Owned(Value::Object(map))
 }
 
 /// How a JSON value is named in messages (as `jsonb_typeof` names it; a
@@ -64,7 +155,7 @@ fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(_) => "boolean".into(),
-        Value::Number(n) => n.to_string(),
+        Value::Number(n) => jsonb_number_text(n),
         Value::String(_) => "string".into(),
         Value::Array(_) => "array".into(),
         Value::Object(_) => "object".into(),
@@ -73,6 +164,7 @@ fn describe(v: &Value) -> String {
 
 /// Check a stored request; `Ok` means it decodes into a valid [`crate::Request`].
 pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
+    check_no_nul("payload", payload)?;
     let Some(allowed) = fields(kind) else {
         return Err(fail(
             ErrorCode::UnknownKind,
@@ -112,12 +204,39 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     check_seat_values(map)
 }
 
+/// PostgreSQL cannot store U+0000 in `jsonb` (or `text`): refuse it, naming
+/// where it is (`customer`, `seats[2]`, `payload` for the payload itself).
+fn check_no_nul(path: &str, v: &Value) -> Result<(), RequestError> {
+    let nul = |what: String| Err(fail(ErrorCode::InvalidRequest, format!("{what}: must not contain U+0000 (NUL)")));
+    match v {
+        Value::String(s) if s.contains('\0') => nul(path.to_string()),
+        Value::Array(items) => {
+            items.iter().enumerate().try_for_each(|(i, item)| check_no_nul(&format!("{path}[{i}]"), item))
+        }
+        Value::Object(map) => map.iter().try_for_each(|(k, item)| {
+            if k.contains('\0') {
+                return nul(format!("field name {k:?}"));
+            }
+            check_no_nul(&if path == "payload" { k.clone() } else { format!("{path}.{k}") }, item)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Check an idempotency key (PostgreSQL cannot store U+0000 in `text`).
+pub fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
+    if key.contains('\0') {
+        return Err(fail(ErrorCode::InvalidRequest, "idempotency_key: must not contain U+0000 (NUL)"));
+    }
+    Ok(())
+}
+
 fn check_type(field: &str, v: &Value) -> Result<(), RequestError> {
     let ok = match field {
         "customer" => v.is_string(),
         "partial" | "together" => v.is_boolean(),
-        "seats" => v.as_array().is_some_and(|a| a.iter().all(|s| s.as_i64().is_some())),
-        f if INTEGER_FIELDS.contains(&f) => v.as_i64().is_some(),
+        "seats" => v.as_array().is_some_and(|a| a.iter().all(|s| int_value(s).is_some())),
+        f if INTEGER_FIELDS.contains(&f) => int_value(v).is_some(),
         _ => true,
     };
     if ok {
@@ -133,7 +252,7 @@ fn check_type(field: &str, v: &Value) -> Result<(), RequestError> {
 }
 
 fn int(map: &Map<String, Value>, field: &str) -> Option<i64> {
-    map.get(field).and_then(Value::as_i64)
+    map.get(field).and_then(int_value)
 }
 
 fn check_seat_values(map: &Map<String, Value>) -> Result<(), RequestError> {
@@ -148,7 +267,7 @@ fn check_seat_values(map: &Map<String, Value>) -> Result<(), RequestError> {
     let seats: Vec<i64> = map
         .get("seats")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .map(|a| a.iter().filter_map(int_value).collect())
         .unwrap_or_default();
     if seats.len() > MAX_PARTY as usize {
         return Err(fail(
@@ -216,4 +335,44 @@ fn check_customer(map: &Map<String, Value>) -> Result<(), RequestError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Numbers as PostgreSQL 15 prints `x::jsonb` (checked with psql).
+    #[test]
+    fn prints_numbers_as_jsonb_does() {
+        let cases = [
+            ("2", "2"),
+            ("-7", "-7"),
+            ("2.0", "2.0"),
+            ("-0.0", "0.0"),
+            ("0.0001", "0.0001"),
+            ("2.50", "2.50"),
+            ("1e+16", "10000000000000000"),
+            ("1.5e+16", "15000000000000000"),
+            ("9.2e+18", "9200000000000000000"),
+            ("-1e-7", "-0.0000001"),
+            ("1.50e1", "15.0"),
+            ("123.456e-2", "1.23456"),
+            ("1.0e+0", "1.0"),
+            ("5e-1", "0.5"),
+            ("-1.25e+2", "-125"),
+            ("0.0e-2", "0.000"),
+            ("-0.0e+0", "0.0"),
+            ("0.000e3", "0"),
+        ];
+        for (written, jsonb) in cases {
+            assert_eq!(jsonb_text(written), jsonb, "{written}");
+        }
+        // serde_json writes large and tiny floats with an exponent.
+        assert_eq!(jsonb_number_text(&Number::from_f64(1e16).unwrap()), "10000000000000000");
+        assert_eq!(jsonb_number_text(&Number::from_f64(2.0).unwrap()), "2.0");
+        assert_eq!(int_value(&Value::from(1e16)), Some(10_000_000_000_000_000));
+        assert_eq!(int_value(&Value::from(1e19)), None);
+        assert_eq!(int_value(&Value::from(2.0)), None);
+        assert_eq!(int_value(&Value::from(u64::MAX)), None);
+    }
 }

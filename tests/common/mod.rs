@@ -339,3 +339,28 @@ impl Drop for PrivateCluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+impl PrivateCluster {
+    /// Stop the server (fast: sessions are cut off) and leave it down.
+    pub fn stop_server(&self) {
+        self.ctl("stop");
+    }
+
+    /// Start the server again after [`PrivateCluster::stop_server`].
+    pub fn start_server(&self) {
+        self.ctl("start");
+    }
+}
+
+impl WorkerProcess {
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// The log of a worker process started with `log_prefix` and `name` (see
+/// [`WorkerProcess::start_on`]); empty if there is none yet.
+pub fn worker_log(log_prefix: &str, name: &str) -> String {
+    std::fs::read_to_string(std::env::temp_dir().join(format!("{log_prefix}-{name}.log"))).unwrap_or_default()
+}

@@ -279,7 +279,14 @@ async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Bo
 /// holds one of them. Fewer than the booking lists means the hold lapsed and
 /// someone else took a seat.
 async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Option<usize>, ProcessError> {
-    match sqlx::query(bookings::LOCK_BOOKING_SEATS).bind(b.id).bind(state).fetch_all(&mut *conn).await {
+    match sqlx::query(bookings::LOCK_BOOKING_SEATS)
+        .bind(b.id)
+        .bind(b.event)
+        .bind(&b.seats)
+        .bind(state)
+        .fetch_all(&mut *conn)
+        .await
+    {
         Ok(rows) => Ok(Some(rows.len())),
         Err(e) if is_lock_unavailable(&e) => Ok(None),
         Err(e) => Err(e.into()),
@@ -305,7 +312,7 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
         }
         Some(_) => {}
     }
-    sqlx::query(bookings::CONFIRM).bind(b.id).execute(&mut *conn).await?;
+    sqlx::query(bookings::CONFIRM).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
     booking_result(conn, &b, "booked").await
 }
 
@@ -320,7 +327,7 @@ async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pro
     if lock_seats_of(conn, &b, &b.state).await?.is_none() {
         return Ok(Decision::Contended);
     }
-    sqlx::query(bookings::CANCEL).bind(b.id).execute(&mut *conn).await?;
+    sqlx::query(bookings::CANCEL).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
     booking_result(conn, &b, "cancelled").await
 }
 

@@ -128,9 +128,8 @@ pub async fn allocate(
         (0..groups.len()).filter(|&g| groups[g].known && (groups[g].locked.len() as i32) < groups[g].need).collect();
     if !short.is_empty() {
         let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
-        let free: Vec<(i64, i64)> = bind_groups(sqlx::query_as(allocation::COUNT_FREE), subset.iter().copied())
-            .fetch_all(&mut *conn)
-            .await?;
+        let free: Vec<(i64, i64)> =
+            bind_groups(sqlx::query_as(allocation::COUNT_FREE), subset.iter().copied()).fetch_all(&mut *conn).await?;
         for (k, free) in free {
             let g = usize::try_from(k - 1).ok().and_then(|k| short.get(k)).copied();
             let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(k))?;
@@ -146,10 +145,8 @@ pub async fn allocate(
             let w = wanted[i];
             let party = w.request.party_size() as usize;
             let take = if !group.known {
-                decisions[i] = Some(Decision::Reject(
-                    ErrorCode::UnknownEvent,
-                    format!("event {} does not exist", group.event),
-                ));
+                decisions[i] =
+                    Some(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", group.event)));
                 continue;
             } else if left.len() >= party {
                 party

@@ -1,11 +1,14 @@
 //! Fault injection for tests: with `SEATQ_FAULT_INJECTION=1` in the worker's
 //! environment, a hold or book whose customer is `fault:panic` panics while
 //! being processed, one whose customer is `fault:error` fails with an
-//! unexpected error, and one whose customer is `fault:hang` hangs for an hour
-//! inside its batch transaction (for killing a worker mid-batch). Without the
-//! variable, such customers are ordinary names.
+//! unexpected error, one whose customer is `fault:hang` hangs for an hour
+//! inside its batch transaction (for killing a worker mid-batch), and one
+//! whose customer is `fault:slow` pauses for [`SLOW`] inside its batch
+//! transaction and then is processed normally (for signalling a worker
+//! mid-batch). Without the variable, such customers are ordinary names.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use seatq::request::Request;
 
@@ -15,7 +18,12 @@ pub enum Fault {
     Panic,
     Error,
     Hang,
+    /// Pause for [`SLOW`], then carry on.
+    Slow,
 }
+
+/// How long a `fault:slow` request pauses inside its batch.
+pub const SLOW: Duration = Duration::from_secs(2);
 
 fn enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
@@ -34,6 +42,7 @@ pub fn injected(request: &Request) -> Option<Fault> {
         "fault:panic" => Some(Fault::Panic),
         "fault:error" => Some(Fault::Error),
         "fault:hang" => Some(Fault::Hang),
+        "fault:slow" => Some(Fault::Slow),
         _ => None,
     }
 }

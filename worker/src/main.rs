@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use seatq_worker::{Config, Worker};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 /// Claim seatq booking requests and allocate seats.
@@ -55,6 +56,12 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     seatq::init_tracing(args.log_json, "info");
+    // Signal handlers before anything else, so that a signal arriving at any
+    // later moment (while connecting, while waiting for the database) is seen.
+    let term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(on_signals(term, int, shutdown.clone(), Duration::from_secs(args.shutdown_grace_secs)));
     let config = Config {
         concurrency: args.concurrency.max(1),
         batch_size: args.batch_size,
@@ -66,14 +73,25 @@ async fn main() -> anyhow::Result<()> {
         retention: (args.retention_hours > 0).then(|| Duration::from_secs(args.retention_hours * 3600)),
         ..Config::default()
     };
-    let mut worker = Worker::connect(&args.database_url, config.clone()).await.context("starting seatq-worker")?;
-    if let Some(addr) = args.metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    // Bind before connecting: a taken port is a mistake to report at once.
+    let metrics_listener = match args.metrics_addr {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?),
+        None => None,
+    };
+    // Waits out a database that is down or starting; fails at once on a bad
+    // URL, a refused login or a database that cannot be created.
+    let connected = tokio::select! {
+        _ = shutdown.cancelled() => {
+            tracing::info!("stopped before the database answered");
+            return Ok(());
+        }
+        connected = Worker::connect(&args.database_url, config.clone()) => connected,
+    };
+    let mut worker = connected.context("starting seatq-worker")?;
+    if let Some(listener) = metrics_listener {
         tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
         worker = worker.serve_metrics(listener);
     }
-    let shutdown = CancellationToken::new();
-    tokio::spawn(on_signals(shutdown.clone(), Duration::from_secs(args.shutdown_grace_secs)));
     tracing::info!(?config, "seatq-worker started");
     worker.run(shutdown).await;
     tracing::info!("seatq-worker stopped");
@@ -83,12 +101,7 @@ async fn main() -> anyhow::Result<()> {
 /// First SIGINT/SIGTERM: stop claiming and finish the batches in hand, for
 /// at most `grace`. Second: exit at once (open transactions roll back; their
 /// requests stay queued).
-async fn on_signals(shutdown: CancellationToken, grace: Duration) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
+async fn on_signals(mut term: Signal, mut int: Signal, shutdown: CancellationToken, grace: Duration) {
     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
     tracing::info!("shutting down: finishing the requests in hand (signal again to exit at once)");
     shutdown.cancel();

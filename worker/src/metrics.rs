@@ -1,12 +1,18 @@
 //! Prometheus metrics and health, served over plain HTTP on `/metrics` and
 //! `/healthz`. Two fixed GET paths need no web framework: a small handler
 //! reads the request line and writes the answer.
+//!
+//! A scrape stays cheap and bounded however large the queue table grows: the
+//! queued requests are counted on every scrape through the partial index
+//! `requests_ready` only; the totals by status (a scan of the whole table) are
+//! counted at most every [`TOTALS_EVERY`]; every query runs under a short
+//! statement timeout, and a scrape waits at most [`DB_WITHIN`] per query.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use seatq::sql::stats;
 use sqlx::PgPool;
@@ -15,7 +21,17 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 const LATENCY_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
-const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
+
+/// Server-side statement timeout of a scrape's queries, in milliseconds.
+const STATEMENT_TIMEOUT_MS: u32 = 1000;
+/// How long a scrape waits for each of its queries (connecting included).
+pub const DB_WITHIN: Duration = Duration::from_secs(2);
+/// How long the totals by status are reused before they are counted again.
+pub const TOTALS_EVERY: Duration = Duration::from_secs(10);
+/// After the totals could not be counted within the statement timeout (a
+/// huge table), how long before trying again.
+const TOTALS_AFTER_TIMEOUT: Duration = Duration::from_secs(300);
 const KINDS: &[&str] = &["hold", "book", "confirm", "cancel"];
 
 /// Counters of one worker process.
@@ -34,6 +50,32 @@ pub struct Metrics {
     pub heartbeats: AtomicU64,
     /// Unix time of the last heartbeat, in milliseconds.
     pub last_heartbeat_ms: AtomicU64,
+    /// The totals by status last counted, reused for [`TOTALS_EVERY`].
+    totals: tokio::sync::Mutex<Totals>,
+}
+
+#[derive(Debug, Default)]
+struct Totals {
+    /// Requests by status; `None` if they could not be counted.
+    counts: Option<Vec<(String, i64)>>,
+    /// Count again after this.
+    until: Option<Instant>,
+}
+
+/// What the database said about the queue, for one scrape.
+#[derive(Debug, Default, Clone)]
+pub struct QueueGauges {
+    /// Whether the queue query answered within [`DB_WITHIN`].
+    pub up: bool,
+    /// Queued requests due now.
+    pub due: i64,
+    /// Queued requests scheduled for later (backoff, requeued contention).
+    pub scheduled: i64,
+    /// Age in seconds of the oldest due request (0 when none).
+    pub oldest_due_secs: f64,
+    /// All requests by status (at most [`TOTALS_EVERY`] old); `None` if they
+    /// could not be counted.
+    pub by_status: Option<Vec<(String, i64)>>,
 }
 
 #[derive(Debug, Default)]
@@ -97,8 +139,8 @@ impl Metrics {
         lock(&self.requests).get(&(kind.to_string(), outcome.to_string())).copied().unwrap_or(0)
     }
 
-    /// The Prometheus text exposition; `queue` is requests by status.
-    pub fn render(&self, queue: &[(String, i64)]) -> String {
+    /// The Prometheus text exposition.
+    pub fn render(&self, queue: &QueueGauges) -> String {
         let mut out = String::new();
         out.push_str("# HELP seatq_requests_total Requests finished by this worker, by kind and outcome.\n");
         out.push_str("# TYPE seatq_requests_total counter\n");
@@ -112,11 +154,33 @@ impl Metrics {
             LATENCY_BUCKETS,
         );
         lock(&self.batch_sizes).render(&mut out, "seatq_batch_size", "Requests claimed per batch.", BATCH_BUCKETS);
-        out.push_str(
-            "# HELP seatq_queue_depth Requests in the queue table by status.\n# TYPE seatq_queue_depth gauge\n",
+        let gauge = |out: &mut String, name: &str, help: &str, value: &dyn std::fmt::Display| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        };
+        gauge(
+            &mut out,
+            "seatq_database_up",
+            "Whether the database answered this scrape's queue query in time.",
+            &u8::from(queue.up),
         );
-        for (status, n) in queue {
-            let _ = writeln!(out, "seatq_queue_depth{{status=\"{status}\"}} {n}");
+        if queue.up {
+            gauge(&mut out, "seatq_queue_due", "Queued requests due now.", &queue.due);
+            gauge(&mut out, "seatq_queue_scheduled", "Queued requests scheduled for later.", &queue.scheduled);
+            gauge(
+                &mut out,
+                "seatq_queue_oldest_due_seconds",
+                "Age of the oldest due request (0 when none).",
+                &queue.oldest_due_secs,
+            );
+        }
+        if let Some(by_status) = &queue.by_status {
+            out.push_str(
+                "# HELP seatq_queue_depth Requests in the queue table by status (counted at most every 10 s).\n\
+                 # TYPE seatq_queue_depth gauge\n",
+            );
+            for (status, n) in by_status {
+                let _ = writeln!(out, "seatq_queue_depth{{status=\"{status}\"}} {n}");
+            }
         }
         let counters: [(&str, &str, &AtomicU64); 8] = [
             (
@@ -147,9 +211,74 @@ impl Metrics {
         }
         out
     }
+
+    /// The queue as the database sees it now, bounded in time: see the
+    /// module docs.
+    pub async fn queue_gauges(&self, pool: &PgPool) -> QueueGauges {
+        let now = tokio::time::timeout(DB_WITHIN, queued_now(pool)).await;
+        let (due, scheduled, oldest_due_secs) = match now {
+            Ok(Ok(now)) => now,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "metrics: queue query failed");
+                return QueueGauges::default();
+            }
+            Err(_) => {
+                tracing::debug!(within = ?DB_WITHIN, "metrics: no answer to the queue query");
+                return QueueGauges::default();
+            }
+        };
+        let by_status = tokio::time::timeout(DB_WITHIN, self.totals(pool)).await.unwrap_or(None);
+        QueueGauges { up: true, due, scheduled, oldest_due_secs, by_status }
+    }
+
+    /// The totals by status, counted again only when [`TOTALS_EVERY`] has
+    /// passed (one scrape counts; concurrent ones wait for it).
+    async fn totals(&self, pool: &PgPool) -> Option<Vec<(String, i64)>> {
+        let mut totals = self.totals.lock().await;
+        if totals.until.is_some_and(|until| Instant::now() < until) {
+            return totals.counts.clone();
+        }
+        let counted =
+            bounded(pool, |tx| Box::pin(sqlx::query_as(stats::REQUESTS_BY_STATUS).fetch_all(&mut **tx))).await;
+        let again_in = match &counted {
+            Ok(_) => TOTALS_EVERY,
+            Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "57014") => {
+                tracing::warn!(again_in = ?TOTALS_AFTER_TIMEOUT,
+                    "metrics: counting requests by status takes over {STATEMENT_TIMEOUT_MS} ms; leaving seatq_queue_depth out");
+                TOTALS_AFTER_TIMEOUT
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "metrics: counting requests by status failed");
+                TOTALS_EVERY
+            }
+        };
+        *totals = Totals { counts: counted.ok(), until: Some(Instant::now() + again_in) };
+        totals.counts.clone()
+    }
 }
 
-/// Serve `/metrics` and `/healthz` until cancelled.
+/// Queued requests due and scheduled, and the oldest due one's age.
+async fn queued_now(pool: &PgPool) -> Result<(i64, i64, f64), sqlx::Error> {
+    bounded(pool, |tx| Box::pin(sqlx::query_as(stats::QUEUED_NOW).fetch_one(&mut **tx))).await
+}
+
+/// Run `query` in a transaction of its own (rolled back) under the scrape's
+/// statement timeout.
+async fn bounded<T>(
+    pool: &PgPool,
+    query: impl for<'t> FnOnce(
+        &'t mut sqlx::Transaction<'static, sqlx::Postgres>,
+    ) -> futures_util::future::BoxFuture<'t, Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(stats::SET_LOCAL_STATEMENT_TIMEOUT).bind(STATEMENT_TIMEOUT_MS.to_string()).execute(&mut *tx).await?;
+    let answer = query(&mut tx).await?;
+    tx.rollback().await?;
+    Ok(answer)
+}
+
+/// Serve `/metrics` and `/healthz` until cancelled. Each answer is bounded in
+/// time and abandoned at shutdown.
 pub async fn serve(listener: TcpListener, metrics: std::sync::Arc<Metrics>, pool: PgPool, shutdown: CancellationToken) {
     loop {
         let stream = tokio::select! {
@@ -162,10 +291,15 @@ pub async fn serve(listener: TcpListener, metrics: std::sync::Arc<Metrics>, pool
                 }
             },
         };
-        let (metrics, pool) = (metrics.clone(), pool.clone());
+        let (metrics, pool, shutdown) = (metrics.clone(), pool.clone(), shutdown.clone());
         tokio::spawn(async move {
-            if let Err(e) = tokio::time::timeout(Duration::from_secs(10), answer(stream, &metrics, &pool)).await {
-                tracing::debug!(error = %e, "metrics: request timed out");
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                answered = tokio::time::timeout(Duration::from_secs(10), answer(stream, &metrics, &pool)) => {
+                    if let Err(e) = answered {
+                        tracing::debug!(error = %e, "metrics: request timed out");
+                    }
+                }
             }
         });
     }
@@ -186,7 +320,7 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics, pool: &PgPool) -> std:
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let (status, body) = match (method, path) {
         ("GET", "/metrics") => {
-            let queue = sqlx::query_as(stats::REQUESTS_BY_STATUS).fetch_all(pool).await.unwrap_or_default();
+            let queue = metrics.queue_gauges(pool).await;
             ("200 OK", metrics.render(&queue))
         }
         ("GET", "/healthz") => {

@@ -37,10 +37,19 @@ impl Identity {
     }
 }
 
+/// How long a worker leaving tries to delete its row before giving up (the
+/// row then expires by itself after [`seatq::WORKER_DEAD_AFTER`]).
+const DEREGISTER_WITHIN: Duration = Duration::from_secs(2);
+
 /// Register, heartbeat every `interval` until cancelled, then deregister.
+/// Every database call races the shutdown token, and the final deregister is
+/// bounded by [`DEREGISTER_WITHIN`], so an outage never holds up shutdown.
+/// A failed heartbeat is the first sign of an outage: it is logged at once.
 pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    let mut backoff = Jitter::new(Duration::from_millis(200), Duration::from_secs(10));
+    let fresh = || Jitter::new(Duration::from_millis(200), Duration::from_secs(10));
+    let mut backoff = fresh();
     let mut id: Option<i64> = None;
+    let mut failing = false;
     loop {
         let beat = async {
             match id {
@@ -59,8 +68,16 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
                     .map(|alive| alive.map(|_| current)),
             }
         };
-        let delay = match beat.await {
+        let beat = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            beat = beat => beat,
+        };
+        let delay = match beat {
             Ok(now) => {
+                if failing {
+                    tracing::info!("database reachable again; heartbeat resumed");
+                    failing = false;
+                }
                 if now.is_none() {
                     tracing::warn!("this worker's registration was dropped as dead; registering again");
                 } else if id.is_none() {
@@ -73,15 +90,20 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
                     metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
                 }
                 let dead_after = seatq::WORKER_DEAD_AFTER.as_secs_f64();
-                if let Err(e) = sqlx::query(operations::DROP_DEAD_WORKERS).bind(dead_after).execute(&pool).await {
+                let dropped = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    dropped = sqlx::query(operations::DROP_DEAD_WORKERS).bind(dead_after).execute(&pool) => dropped,
+                };
+                if let Err(e) = dropped {
                     tracing::debug!(error = %e, "dropping dead workers failed");
                 }
-                backoff = Jitter::new(Duration::from_millis(200), Duration::from_secs(10));
+                backoff = fresh();
                 interval
             }
             Err(e) => {
                 let delay = backoff.next_delay();
-                tracing::warn!(error = %e, retry_in = ?delay, "heartbeat failed");
+                tracing::warn!(error = %e, retry_in = ?delay, "heartbeat failed: is the database down?");
+                failing = true;
                 delay
             }
         };
@@ -90,9 +112,13 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
             _ = tokio::time::sleep(delay) => {}
         }
     }
-    if let Some(id) = id
-        && let Err(e) = sqlx::query(operations::DEREGISTER_WORKER).bind(id).execute(&pool).await
-    {
-        tracing::warn!(error = %e, "could not deregister; the row expires by itself");
+    let Some(id) = id else { return };
+    let deregister = sqlx::query(operations::DEREGISTER_WORKER).bind(id).execute(&pool);
+    match tokio::time::timeout(DEREGISTER_WITHIN, deregister).await {
+        Ok(Ok(_)) => tracing::debug!(worker = id, "deregistered"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not deregister; the row expires by itself"),
+        Err(_) => {
+            tracing::warn!(within = ?DEREGISTER_WITHIN, "could not deregister in time; the row expires by itself")
+        }
     }
 }

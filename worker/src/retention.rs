@@ -1,16 +1,23 @@
-//! Retention: delete finished requests older than the retention age, in small
-//! batches (short transactions, SKIP LOCKED), so the queue table stays small
-//! and the claim stays an index seek.
+//! Retention: delete succeeded and failed requests older than the retention
+//! age, in small batches (short transactions, SKIP LOCKED), so the queue table
+//! stays small and the claim stays an index seek. Dead requests are kept for
+//! an operator to retry.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use seatq::sql::operations;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
-/// Prune every `interval` until cancelled.
+/// Requests deleted per transaction.
+const PRUNE_BATCH: i64 = 1000;
+
+/// Prune every `interval` until cancelled. Cancellation is checked between
+/// batches, and a batch waiting on the database (an outage) is abandoned (it
+/// rolls back; the next round does its work).
 pub async fn run(
     pool: PgPool,
     older_than: Duration,
@@ -18,14 +25,32 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        match seatq::Client::from_pool(pool.clone()).prune(older_than).await {
-            Ok(0) => {}
-            Ok(n) => {
-                Metrics::add(&metrics.pruned, n);
-                tracing::info!(requests = n, "pruned finished requests");
+    while !shutdown.is_cancelled() {
+        let mut total = 0;
+        let result = loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => break Ok(()),
+                deleted = sqlx::query(operations::PRUNE_FINISHED)
+                    .bind(older_than.as_secs_f64())
+                    .bind(PRUNE_BATCH)
+                    .execute(&pool) => deleted.map(|d| d.rows_affected()),
+            };
+            match batch {
+                Ok(n) => {
+                    Metrics::add(&metrics.pruned, n);
+                    total += n;
+                    if n < PRUNE_BATCH as u64 || shutdown.is_cancelled() {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(e),
             }
-            Err(e) => tracing::warn!(error = %e, "pruning failed; will try again"),
+        };
+        if total > 0 {
+            tracing::info!(requests = total, "pruned finished requests");
+        }
+        if let Err(e) = result {
+            tracing::warn!(error = %e, retry_in = ?interval, "pruning failed; will try again");
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -27,29 +27,65 @@ pub struct Swept {
 pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
     let mut total = Swept::default();
     loop {
-        let mut tx = pool.begin().await?;
-        let seats: i64 = sqlx::query_scalar(expiry::SWEEP_SEATS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
-        let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
-        tx.commit().await?;
-        total.seats += seats;
-        total.bookings += bookings;
-        if seats < SWEEP_BATCH && bookings < SWEEP_BATCH {
+        let (pass, more) = sweep_once(pool).await?;
+        total.seats += pass.seats;
+        total.bookings += pass.bookings;
+        if !more {
             return Ok(total);
         }
     }
 }
 
-/// Sweep every `interval` until cancelled.
+/// One pass: up to [`SWEEP_BATCH`] seats and holds, in one short transaction.
+/// Returns what it did and whether more may be left.
+pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let seats: i64 = sqlx::query_scalar(expiry::SWEEP_SEATS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
+    let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok((Swept { seats, bookings }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))
+}
+
+/// Sweep every `interval` until cancelled. Cancellation is checked between
+/// passes, and a pass waiting on the database (an outage) is abandoned
+/// (its transaction rolls back; the next worker to sweep does its work).
 pub async fn run(pool: PgPool, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    loop {
-        match sweep(&pool).await {
-            Ok(s) if s.seats + s.bookings > 0 => {
-                Metrics::add(&metrics.seats_expired, s.seats as u64);
-                Metrics::add(&metrics.holds_expired, s.bookings as u64);
-                tracing::info!(seats = s.seats, bookings = s.bookings, "expired lapsed holds")
+    let mut failing = false;
+    while !shutdown.is_cancelled() {
+        let mut total = Swept::default();
+        let result = loop {
+            let pass = tokio::select! {
+                _ = shutdown.cancelled() => break Ok(()),
+                pass = sweep_once(&pool) => pass,
+            };
+            match pass {
+                Ok((swept, more)) => {
+                    Metrics::add(&metrics.seats_expired, swept.seats as u64);
+                    Metrics::add(&metrics.holds_expired, swept.bookings as u64);
+                    total.seats += swept.seats;
+                    total.bookings += swept.bookings;
+                    if !more || shutdown.is_cancelled() {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(e),
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "sweep failed; will try again"),
+        };
+        if total.seats + total.bookings > 0 {
+            tracing::info!(seats = total.seats, bookings = total.bookings, "expired lapsed holds");
+        }
+        match result {
+            Ok(()) if failing => {
+                tracing::info!("sweeping again");
+                failing = false;
+            }
+            Ok(()) => {}
+            // Say so once, not every interval of a long outage.
+            Err(e) if failing => tracing::debug!(error = %e, "sweep failed again"),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?interval, "sweep failed; will try again");
+                failing = true;
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,

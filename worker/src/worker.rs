@@ -31,12 +31,47 @@ pub struct Worker {
 impl Worker {
     /// Connect with worker session settings (see [`session_options`]),
     /// creating the database and applying migrations if needed.
+    ///
+    /// While the server is unreachable or not ready (down, starting up,
+    /// restarting, out of connections) this keeps trying, with jittered
+    /// backoff, and logs each failure; it never gives up by itself, so race it
+    /// against a signal (as `seatq-worker` does) to stop waiting. A bad URL, a
+    /// refused login, a database that does not exist and cannot be created,
+    /// or a failed migration fail at once: waiting would not help.
+    ///
+    /// The pool waits at most [`ACQUIRE_TIMEOUT`] for a connection, so that
+    /// during an outage every database call fails within seconds (and is
+    /// logged) rather than hanging, and shutdown is never held up by it.
     pub async fn connect(url: &str, config: Config) -> Result<Worker, seatq::Error> {
         let options = session_options(seatq::db::options(url)?);
         // One connection per batch loop, plus one for the background tasks
         // and one spare (the listener has its own).
-        let pool = seatq::db::connect(options, config.concurrency as u32 + 2).await?;
-        Ok(Worker::new(pool, config))
+        let size = config.concurrency as u32 + 2;
+        let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
+        let mut attempts = 0u32;
+        loop {
+            match seatq::db::connect_pool(options.clone(), size, ACQUIRE_TIMEOUT).await {
+                Ok(pool) => {
+                    if attempts > 0 {
+                        tracing::info!(attempts = attempts + 1, "connected to the database");
+                    }
+                    return Ok(Worker::new(pool, config));
+                }
+                Err(e) if seatq::db::is_transient(&e) => {
+                    attempts += 1;
+                    let delay = backoff.next_delay();
+                    // The cause, without the how-to-get-a-server paragraph.
+                    let (server, cause) = match &e {
+                        seatq::Error::Unreachable { target, source } => (target.clone(), source.to_string()),
+                        other => (String::new(), other.to_string()),
+                    };
+                    tracing::warn!(%server, error = %cause, attempts, retry_in = ?delay,
+                        "database unavailable; retrying until it answers (or a signal arrives)");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Use an existing pool (migrations must already be applied).
@@ -212,14 +247,24 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
     ])
 }
 
+/// How long the worker's pool waits for a connection before a call fails.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Turn `seatq_new` notifications into wake-ups. NOTIFY is a hint: when the
 /// listener loses its connection, wake everyone to poll, since notifications
-/// sent meanwhile are lost.
+/// sent meanwhile are lost. Connecting races the shutdown token.
 async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationToken) {
     let mut backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
     while !shutdown.is_cancelled() {
-        let mut listener = match seatq::db::listen(&pool, queue::NEW_CHANNEL).await {
-            Ok(l) => l,
+        let connected = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            connected = seatq::db::listen(&pool, queue::NEW_CHANNEL) => connected,
+        };
+        let mut listener = match connected {
+            Ok(l) => {
+                backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+                l
+            }
             Err(e) => {
                 let delay = backoff.next_delay();
                 tracing::warn!(error = %e, retry_in = ?delay, "cannot listen for new requests; polling meanwhile");

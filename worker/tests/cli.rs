@@ -16,7 +16,9 @@ fn documents_its_settings() {
     let out = Command::new(env!("CARGO_BIN_EXE_seatq-worker")).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--concurrency", "--batch-size", "--metrics-addr", "--retention-hours", "--shutdown-grace-secs", "--strategy"] {
+    for flag in
+        ["--concurrency", "--batch-size", "--metrics-addr", "--retention-hours", "--shutdown-grace-secs", "--strategy"]
+    {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
 }

@@ -5,6 +5,7 @@
 //! built from input.
 
 pub mod allocation;
+pub mod bench;
 pub mod bookings;
 pub mod expiry;
 pub mod inventory;

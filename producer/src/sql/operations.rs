@@ -31,11 +31,14 @@ SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL
 WHERE status = 'dead' AND (id = $1 OR $2)
 RETURNING id";
 
-/// Delete up to $2 finished requests that finished more than $1 seconds ago.
+/// Delete up to $2 succeeded or failed requests that finished more than $1
+/// seconds ago. Dead requests are kept: an operator may still retry them.
+/// (`status <> 'queued'` lets the partial index `requests_finished` serve it.)
 pub const PRUNE_FINISHED: &str = "
 WITH old AS (
     SELECT id FROM seatq.requests
-    WHERE status <> 'queued' AND finished_at < now() - $1::float8 * interval '1 second'
+    WHERE status <> 'queued' AND status <> 'dead'
+      AND finished_at < now() - $1::float8 * interval '1 second'
     ORDER BY finished_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED

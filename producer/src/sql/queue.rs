@@ -81,3 +81,12 @@ FROM updated WHERE status <> 'queued'";
 pub const DONE_CHANNEL: &str = "seatq_done";
 /// The NOTIFY channel that tells workers new requests are waiting.
 pub const NEW_CHANNEL: &str = "seatq_new";
+
+/// The current transaction's id, as text (it assigns one if none yet).
+/// Taken just before COMMIT, so that if the connection is lost during COMMIT
+/// the client can ask whether it committed.
+pub const CURRENT_XACT_ID: &str = "SELECT pg_current_xact_id()::text";
+
+/// Whether a transaction committed: `committed`, `aborted`, `in progress`,
+/// or NULL when it is too old to tell. Binds the id as text.
+pub const XACT_STATUS: &str = "SELECT pg_xact_status($1::xid8)";

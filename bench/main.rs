@@ -1,0 +1,161 @@
+//! `seatq-bench`: how fast seatq books seats, measured honestly.
+//!
+//! For each scenario and strategy asked for, it creates a fresh database,
+//! seeds the scenario, starts real `seatq-worker` processes, enqueues the
+//! requests, waits for every outcome, and checks the invariants. Then it
+//! prints one table (or JSON). See the README's Performance section.
+
+mod procs;
+mod report;
+mod run;
+mod scenario;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use crate::run::Plan;
+use crate::scenario::Scenario;
+
+const STRATEGIES: [&str; 4] = ["skip-locked", "blocking", "nowait", "serializable"];
+
+/// Benchmark seatq: throughput, latency, CPU and memory, per scenario and
+/// seat-taking strategy, with the invariant check after every run.
+#[derive(Parser, Debug)]
+#[command(name = "seatq-bench", version)]
+struct Args {
+    /// Server to benchmark on. Each scenario is seeded once into database
+    /// `<db-prefix>_<scenario>` and each run gets a fresh copy of it; all are
+    /// dropped afterwards.
+    #[arg(long, env = "DATABASE_URL", default_value = seatq::db::DEFAULT_DATABASE_URL)]
+    database_url: String,
+    /// Scenarios: spread, hot, checkout, deep (comma-separated), or all.
+    #[arg(long, default_value = "all")]
+    scenario: String,
+    /// Strategies: skip-locked, blocking, nowait, serializable, or all.
+    #[arg(long, default_value = "all")]
+    strategy: String,
+    /// Requests per run (default: the scenario's; see the README).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// Worker processes per run (default: the scenario's).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Batch loops per worker process (default: the scenario's).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Requests per batch transaction.
+    #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE)]
+    batch_size: i64,
+    /// Also measure latency under a steady load at this fraction of the
+    /// burst throughput just measured (skip-locked runs only; 0 = off).
+    #[arg(long, default_value_t = 0.5)]
+    steady_at: f64,
+    /// Enqueue at this many requests per second instead of all at once.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Multiply request counts and the deep scenario's backlog (e.g. 0.1 for
+    /// a quick run).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Give up on a run after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout_secs: u64,
+    /// Prefix of the benchmark's database names.
+    #[arg(long, default_value = "seatq_bench")]
+    db_prefix: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    seatq::init_tracing(false, "error");
+    match bench(Args::parse()).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Run every plan; Ok(false) if an invariant broke.
+async fn bench(args: Args) -> anyhow::Result<bool> {
+    let scenarios = pick(&args.scenario, &scenario::ALL.map(|s| s.name()), "scenario")?;
+    let strategies = pick(&args.strategy, &STRATEGIES, "strategy")?;
+    if !args.db_prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        anyhow::bail!("--db-prefix may hold only lower-case letters, digits and underscores");
+    }
+    let server = seatq::db::options(&args.database_url)?;
+    let log_dir = std::env::temp_dir().join("seatq-bench");
+    std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+
+    let mut results = Vec::new();
+    for name in &scenarios {
+        let scenario: Scenario = name.parse().map_err(anyhow::Error::msg)?;
+        let d = scenario.defaults();
+        let template = format!("{}_{scenario}", args.db_prefix);
+        eprintln!("{scenario}: seeding {template}");
+        run::prepare(&server, &template, scenario, args.scale).await.with_context(|| format!("seeding {name}"))?;
+        for strategy in &strategies {
+            let plan = Plan {
+                scenario,
+                strategy: strategy.to_string(),
+                requests: ((args.requests.unwrap_or(d.requests) as f64 * args.scale).round() as usize).max(1),
+                workers: args.workers.unwrap_or(d.workers).max(1),
+                concurrency: args.concurrency.unwrap_or(d.concurrency).max(1),
+                batch_size: args.batch_size,
+                rate: args.rate,
+                timeout: Duration::from_secs(args.timeout_secs),
+            };
+            let db = format!("{template}_{}", strategy.replace('-', "_"));
+            let measured = run::run(&server, &template, &db, &plan, &log_dir)
+                .await
+                .with_context(|| format!("{name} / {strategy}"))?;
+            let steady = (args.steady_at > 0.0 && plan.rate.is_none() && *strategy == STRATEGIES[0])
+                .then_some(measured.requests_per_sec * args.steady_at);
+            if !args.json {
+                eprintln!("{}", report::line(&measured));
+            }
+            results.push(measured);
+            if let Some(rate) = steady.filter(|r| *r >= 1.0) {
+                let plan = Plan { rate: Some(rate.round()), ..plan };
+                let measured = run::run(&server, &template, &db, &plan, &log_dir)
+                    .await
+                    .with_context(|| format!("{name} / {strategy} steady"))?;
+                if !args.json {
+                    eprintln!("{}", report::line(&measured));
+                }
+                results.push(measured);
+            }
+        }
+        run::discard(&server, &template).await?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        println!("{}", report::table(&results));
+    }
+    Ok(results.iter().all(|r| r.invariants_ok))
+}
+
+/// A comma-separated selection from `all`, or every one of them.
+fn pick<'a>(arg: &str, all: &[&'a str], what: &str) -> anyhow::Result<Vec<&'a str>> {
+    if arg == "all" {
+        return Ok(all.to_vec());
+    }
+    arg.split(',')
+        .map(|s| {
+            let s = s.trim();
+            all.iter()
+                .copied()
+                .find(|a| *a == s)
+                .with_context(|| format!("unknown {what} {s:?}: expected one of {}, or all", all.join(", ")))
+        })
+        .collect()
+}

@@ -1,0 +1,89 @@
+//! The benchmark's table.
+
+use std::fmt::Write as _;
+
+use crate::run::Measured;
+
+const HEADER: [&str; 16] = [
+    "scenario",
+    "strategy",
+    "load",
+    "workers",
+    "requests",
+    "req/s",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+    "seats sold",
+    "contention",
+    "worker cpu s",
+    "db cpu s",
+    "worker MiB",
+    "invariants",
+];
+
+fn cells(m: &Measured) -> [String; 16] {
+    let opt = |v: Option<f64>, digits: usize| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.digits$}"));
+    [
+        m.scenario.clone(),
+        m.strategy.clone(),
+        m.load.clone(),
+        format!("{}x{}", m.workers, m.concurrency),
+        m.requests.to_string(),
+        format!("{:.0}", m.requests_per_sec),
+        format!("{:.1}", m.p50_ms),
+        format!("{:.1}", m.p95_ms),
+        format!("{:.1}", m.p99_ms),
+        format!("{:.1}", m.max_ms),
+        m.seats_sold.to_string(),
+        m.contention_retries.to_string(),
+        opt(m.worker_cpu_secs, 1),
+        opt(m.db_cpu_secs, 1),
+        opt(m.worker_peak_mib, 1),
+        if m.invariants_ok { "PASS".into() } else { "FAIL".into() },
+    ]
+}
+
+/// One run, for the log while the benchmark goes on.
+pub fn line(m: &Measured) -> String {
+    let c = cells(m);
+    format!(
+        "{} / {} ({}): {} requests, {} req/s, p50 {} ms, p99 {} ms, invariants {}",
+        c[0], c[1], c[2], c[4], c[5], c[6], c[8], c[15]
+    )
+}
+
+/// Every run in one table, then each run's outcomes and any violation.
+pub fn table(results: &[Measured]) -> String {
+    let rows: Vec<[String; 16]> = results.iter().map(cells).collect();
+    let widths: Vec<usize> = (0..HEADER.len())
+        .map(|i| rows.iter().map(|r| r[i].len()).chain([HEADER[i].len()]).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    let mut row = |cells: &[String]| {
+        let line: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| if i < 4 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .collect();
+        let _ = writeln!(out, "| {} |", line.join(" | "));
+    };
+    row(&HEADER.map(String::from));
+    row(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
+    for r in &rows {
+        row(r);
+    }
+    for m in results {
+        let outcomes: Vec<String> = m.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = write!(out, "\n{} / {} / {}: {}", m.scenario, m.strategy, m.load, outcomes.join(", "));
+        if let Some(n) = m.holds_expired {
+            let _ = write!(out, "; holds expired by the sweeper {n}");
+        }
+        for v in &m.violations {
+            let _ = write!(out, "\n  VIOLATION {v}");
+        }
+    }
+    out
+}

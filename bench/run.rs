@@ -1,0 +1,459 @@
+//! One measured run: a fresh database, a scenario's inventory and backlog,
+//! worker processes, a burst (or a steady stream) of requests, and what came
+//! of them.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use chrono::{DateTime, Utc};
+use seatq::Client;
+use seatq::sql::bench as sql;
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::procs::{self, Launch, Workers};
+use crate::scenario::{self, Scenario};
+
+/// Rows per enqueue statement.
+const CHUNK: usize = 10_000;
+/// Checkout holds last this long; abandoned ones lapse within the run.
+const HOLD_SECS: u32 = 10;
+/// Seeds of the request generators: every strategy sees the same requests.
+const BACKLOG_SEED: u64 = 7;
+const BURST_SEED: u64 = 11;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub scenario: Scenario,
+    pub strategy: String,
+    pub requests: usize,
+    pub workers: usize,
+    pub concurrency: usize,
+    pub batch_size: i64,
+    /// Requests per second to enqueue at (steady stream); `None`: all at once.
+    pub rate: Option<f64>,
+    pub timeout: Duration,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    pub scenario: String,
+    pub strategy: String,
+    /// "burst", or "N/s" for a steady stream.
+    pub load: String,
+    pub workers: usize,
+    pub concurrency: usize,
+    pub batch_size: i64,
+    pub requests: i64,
+    pub secs: f64,
+    pub requests_per_sec: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub seats_sold: i64,
+    pub contention_retries: i64,
+    /// CPU seconds of the worker processes, and of the server processes
+    /// serving them (when the server runs on this machine).
+    pub worker_cpu_secs: Option<f64>,
+    pub db_cpu_secs: Option<f64>,
+    /// Largest peak resident memory of one worker process.
+    pub worker_peak_mib: Option<f64>,
+    pub outcomes: BTreeMap<String, i64>,
+    /// Checkout: bookings the sweeper expired (abandoned holds).
+    pub holds_expired: Option<i64>,
+    pub invariants_ok: bool,
+    pub violations: Vec<String>,
+}
+
+/// Seed `scenario` into database `template` (dropped first): inventory, and
+/// the backlog of finished and queued requests. Each run copies it.
+pub async fn prepare(server: &PgConnectOptions, template: &str, scenario: Scenario, scale: f64) -> anyhow::Result<()> {
+    recreate_database(server, template).await?;
+    let client =
+        Client::connect(&url_of(server, template)).await.with_context(|| format!("connecting to {template}"))?;
+    let pool = client.pool().clone();
+    let (names, seats) = scenario.inventory();
+    let events = client.add_events(&names, seats, 6).await.context("seeding")?;
+    let (history, backlog) = scenario.backlog(scale);
+    if history > 0 {
+        let mut tx = pool.begin().await?;
+        // Only a superuser may skip triggers; without, the history is just slower to write.
+        let _ = sqlx::query(sql::TRIGGERS_OFF).execute(&mut *tx).await;
+        sqlx::query(sql::INSERT_HISTORY).bind(history).execute(&mut *tx).await.context("writing history")?;
+        tx.commit().await?;
+    }
+    let mut rng = fastrand::Rng::with_seed(BACKLOG_SEED);
+    let backlog: Vec<(&str, Value)> = (0..backlog).map(|n| scenario.request(&mut rng, &events, n, HOLD_SECS)).collect();
+    enqueue(&pool, &backlog, 0).await.context("enqueuing the backlog")?;
+    // A production table is vacuumed and analysed by autovacuum; so is this one.
+    for table in ["VACUUM ANALYZE seatq.requests", "VACUUM ANALYZE seatq.seats", "VACUUM ANALYZE seatq.events"] {
+        sqlx::raw_sql(table).execute(&pool).await?;
+    }
+    pool.close().await;
+    Ok(())
+}
+
+/// Drop a database made by [`prepare`].
+pub async fn discard(server: &PgConnectOptions, template: &str) -> anyhow::Result<()> {
+    drop_database(server, template).await
+}
+
+/// Run `plan` in database `db_name`, a fresh copy of `template`.
+pub async fn run(
+    server: &PgConnectOptions,
+    template: &str,
+    db_name: &str,
+    plan: &Plan,
+    log_dir: &Path,
+) -> anyhow::Result<Measured> {
+    let worker_bin = procs::worker_binary()?;
+    drop_database(server, db_name).await?;
+    let admin = admin_pool(server).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{db_name}\" TEMPLATE \"{template}\"")))
+        .execute(&admin)
+        .await
+        .with_context(|| format!("copying {template}"))?;
+    admin.close().await;
+    let url = url_of(server, db_name);
+    let client = Client::connect(&url).await.with_context(|| format!("connecting to {db_name}"))?;
+    let pool = client.pool().clone();
+    let events: Vec<i64> = sqlx::query_scalar(sql::EVENTS).fetch_all(&pool).await?;
+    let first: i64 = sqlx::query_scalar(sql::LAST_FINISHED_ID).fetch_one(&pool).await?;
+    let backlog: i64 = sqlx::query_scalar(sql::QUEUED).bind(first).fetch_one(&pool).await?;
+    let mut rng = fastrand::Rng::with_seed(BURST_SEED);
+
+    // Workers, registered and idle.
+    let log = log_dir.join(format!("{db_name}.worker"));
+    let launch = Launch {
+        binary: &worker_bin,
+        database_url: &url,
+        processes: plan.workers,
+        concurrency: plan.concurrency,
+        batch_size: plan.batch_size,
+        strategy: &plan.strategy,
+        log: &log,
+    };
+    let mut workers = Workers::start(&launch)?;
+    wait_for_workers(&pool, &mut workers, plan.workers, &log).await?;
+    let cpu_before = cpu(&pool, &workers).await?;
+
+    // The load.
+    let burst: Vec<(&str, Value)> =
+        (0..plan.requests).map(|n| plan.scenario.request(&mut rng, &events, backlog as usize + n, HOLD_SECS)).collect();
+    let expected = backlog + burst.len() as i64;
+    let mut checkout = match plan.scenario {
+        Scenario::Checkout => Some(Checkout::listen(&pool).await?),
+        _ => None,
+    };
+    let started = Instant::now();
+    let t0: DateTime<Utc>;
+    let feeder = match plan.rate {
+        None => {
+            enqueue(&pool, &burst, 0).await.context("enqueuing the burst")?;
+            t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
+            None
+        }
+        Some(rate) => {
+            t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
+            Some(tokio::spawn(stream(pool.clone(), burst, rate)))
+        }
+    };
+    let mut bar = Progress::new(plan);
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some(c) = &mut checkout {
+            c.follow_up(&pool, &mut rng).await?;
+        }
+        let queued: i64 = sqlx::query_scalar(sql::QUEUED).bind(first).fetch_one(&pool).await?;
+        let fed = feeder.as_ref().is_none_or(|f| f.is_finished());
+        let total = expected + checkout.as_ref().map_or(0, |c| c.enqueued);
+        bar.show(total - queued, total);
+        if fed && queued == 0 {
+            // Holds that finished since the last look still need their follow-ups.
+            let heard = match &mut checkout {
+                Some(c) => c.follow_up(&pool, &mut rng).await?,
+                None => 0,
+            };
+            if heard == 0 {
+                break;
+            }
+        }
+        if workers.any_exited() {
+            bail!("a worker exited during the run; see {}", log.display());
+        }
+        if started.elapsed() > plan.timeout {
+            bail!("{queued} requests still queued after {:?}; see {}", plan.timeout, log.display());
+        }
+    }
+    bar.done();
+    if let Some(f) = feeder {
+        f.await.context("enqueuing")??;
+    }
+    let cpu_after = cpu(&pool, &workers).await?;
+    let peak = workers.pids().into_iter().filter_map(procs::peak_rss_mib).reduce(f64::max);
+
+    // Abandoned holds lapse; the workers' sweeper frees them.
+    let holds_expired = match &checkout {
+        Some(_) => {
+            tokio::time::sleep(Duration::from_secs(u64::from(HOLD_SECS) + 2)).await;
+            let states: Vec<(String, i64)> = sqlx::query_as(sql::BOOKINGS_BY_STATE).fetch_all(&pool).await?;
+            Some(states.iter().find(|(s, _)| s == "expired").map_or(0, |(_, n)| *n))
+        }
+        None => None,
+    };
+    workers.stop();
+
+    let summary = summary(&pool, first, t0).await?;
+    let secs = (summary.last_finished.unwrap_or(t0) - t0).num_microseconds().unwrap_or(0) as f64 / 1e6;
+    let outcomes: Vec<(String, String, i64)> = sqlx::query_as(sql::OUTCOMES).bind(first).fetch_all(&pool).await?;
+    let (taken, granted): (i64, i64) = sqlx::query_as(sql::SEATS_TAKEN_AND_GRANTED).fetch_one(&pool).await?;
+    let mut violations: Vec<String> =
+        client.check_invariants(true).await?.into_iter().map(|v| format!("{}: {}", v.violation, v.detail)).collect();
+    if taken != granted {
+        violations.push(format!("seats taken {taken} but granted {granted}"));
+    }
+    pool.close().await;
+    drop_database(server, db_name).await?;
+
+    Ok(Measured {
+        scenario: plan.scenario.to_string(),
+        strategy: plan.strategy.clone(),
+        load: plan.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s")),
+        workers: plan.workers,
+        concurrency: plan.concurrency,
+        batch_size: plan.batch_size,
+        requests: summary.requests,
+        secs,
+        requests_per_sec: if secs > 0.0 { summary.requests as f64 / secs } else { 0.0 },
+        p50_ms: summary.p50.unwrap_or(0.0),
+        p95_ms: summary.p95.unwrap_or(0.0),
+        p99_ms: summary.p99.unwrap_or(0.0),
+        max_ms: summary.max.unwrap_or(0.0),
+        seats_sold: taken,
+        contention_retries: summary.contention_retries,
+        worker_cpu_secs: delta(&cpu_before.workers, &cpu_after.workers),
+        db_cpu_secs: delta(&cpu_before.backends, &cpu_after.backends),
+        worker_peak_mib: peak,
+        outcomes: outcomes.into_iter().map(|(kind, outcome, n)| (format!("{kind} {outcome}"), n)).collect(),
+        holds_expired,
+        invariants_ok: violations.is_empty(),
+        violations,
+    })
+}
+
+/// Insert requests in chunks, in one transaction: they all become visible
+/// together when it commits.
+async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    for chunk in requests.chunks(CHUNK) {
+        let kinds: Vec<&str> = chunk.iter().map(|(k, _)| *k).collect();
+        let payloads: Vec<&Value> = chunk.iter().map(|(_, p)| p).collect();
+        let priorities = vec![priority; chunk.len()];
+        sqlx::query(sql::ENQUEUE).bind(kinds).bind(payloads).bind(priorities).execute(&mut *tx).await?;
+    }
+    tx.commit().await
+}
+
+/// Enqueue `requests` at `rate` per second, a small transaction every 10 ms.
+async fn stream(pool: PgPool, requests: Vec<(&'static str, Value)>, rate: f64) -> anyhow::Result<()> {
+    let tick = Duration::from_millis(10);
+    let started = Instant::now();
+    let mut sent = 0;
+    let mut interval = tokio::time::interval(tick);
+    while sent < requests.len() {
+        interval.tick().await;
+        let due = ((started.elapsed().as_secs_f64() * rate) as usize).min(requests.len());
+        if due > sent {
+            enqueue(&pool, &requests[sent..due], 0).await?;
+            sent = due;
+        }
+    }
+    Ok(())
+}
+
+/// The checkout customers: once a hold succeeds (they hear of it on the
+/// `seatq_done` channel, as a shop's backend would), they confirm, cancel or
+/// walk away. Their follow-ups jump the queue (priority 1): a customer at the
+/// till should not wait behind new holds.
+struct Checkout {
+    finished: tokio::sync::mpsc::UnboundedReceiver<i64>,
+    enqueued: i64,
+}
+
+impl Checkout {
+    async fn listen(pool: &PgPool) -> anyhow::Result<Checkout> {
+        let mut listener = seatq::db::listen(pool, seatq::sql::queue::DONE_CHANNEL).await?;
+        let (tx, finished) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(n) = listener.recv().await {
+                if let Ok(id) = n.payload().parse()
+                    && tx.send(id).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Ok(Checkout { finished, enqueued: 0 })
+    }
+
+    /// Follow up the holds that finished since last time; returns how many
+    /// requests were heard of.
+    async fn follow_up(&mut self, pool: &PgPool, rng: &mut fastrand::Rng) -> anyhow::Result<usize> {
+        let mut ids = Vec::new();
+        while let Ok(id) = self.finished.try_recv() {
+            ids.push(id);
+        }
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let holds: Vec<(i64, String)> = sqlx::query_as(sql::SUCCEEDED_HOLDS).bind(&ids).fetch_all(pool).await?;
+        let next: Vec<(&str, Value)> = holds
+            .into_iter()
+            .filter_map(|(booking, customer)| {
+                let kind = scenario::follow_up(rng)?;
+                Some((kind, serde_json::json!({"booking": booking, "customer": customer})))
+            })
+            .collect();
+        if !next.is_empty() {
+            enqueue(pool, &next, 1).await?;
+            self.enqueued += next.len() as i64;
+        }
+        Ok(ids.len())
+    }
+}
+
+/// [`sql::SUMMARY`]'s row.
+#[derive(sqlx::FromRow)]
+struct Summary {
+    requests: i64,
+    last_finished: Option<DateTime<Utc>>,
+    contention_retries: i64,
+    p50: Option<f64>,
+    p95: Option<f64>,
+    p99: Option<f64>,
+    max: Option<f64>,
+}
+
+async fn summary(pool: &PgPool, first: i64, t0: DateTime<Utc>) -> Result<Summary, sqlx::Error> {
+    sqlx::query_as(sql::SUMMARY).bind(first).bind(t0).fetch_one(pool).await
+}
+
+/// CPU seconds so far of each worker process and each server process
+/// serving the workers.
+struct Cpu {
+    workers: BTreeMap<u32, f64>,
+    backends: BTreeMap<u32, f64>,
+}
+
+async fn cpu(pool: &PgPool, workers: &Workers) -> Result<Cpu, sqlx::Error> {
+    let backends: Vec<i32> = sqlx::query_scalar(sql::WORKER_BACKENDS).fetch_all(pool).await?;
+    let sample = |pids: Vec<u32>| pids.into_iter().filter_map(|p| Some((p, procs::cpu_secs(p)?))).collect();
+    Ok(Cpu { workers: sample(workers.pids()), backends: sample(backends.into_iter().map(|p| p as u32).collect()) })
+}
+
+/// CPU used between two samples; a process that appeared in between counts
+/// from zero. `None` when /proc showed nothing (a remote server).
+fn delta(before: &BTreeMap<u32, f64>, after: &BTreeMap<u32, f64>) -> Option<f64> {
+    if after.is_empty() {
+        return None;
+    }
+    Some(after.iter().map(|(pid, t)| t - before.get(pid).copied().unwrap_or(0.0)).sum())
+}
+
+async fn wait_for_workers(pool: &PgPool, workers: &mut Workers, n: usize, log: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let registered: i64 = sqlx::query_scalar(sql::WORKERS).fetch_one(pool).await?;
+        if registered as usize >= n {
+            return Ok(());
+        }
+        if workers.any_exited() || Instant::now() > deadline {
+            bail!("the workers did not start; see {}", log.display());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Drop and create a database. Its name is the benchmark's own (letters,
+/// digits and underscores), quoted as an identifier.
+async fn recreate_database(server: &PgConnectOptions, name: &str) -> anyhow::Result<()> {
+    drop_database(server, name).await?;
+    let admin = admin_pool(server).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
+    admin.close().await;
+    Ok(())
+}
+
+async fn drop_database(server: &PgConnectOptions, name: &str) -> anyhow::Result<()> {
+    let admin = admin_pool(server).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    Ok(())
+}
+
+async fn admin_pool(server: &PgConnectOptions) -> anyhow::Result<PgPool> {
+    let options = server.clone().database("postgres");
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .context("connecting to the server's postgres database to create the benchmark's database")
+}
+
+/// A URL for the worker processes: the server's, with database `db`.
+fn url_of(options: &PgConnectOptions, db: &str) -> String {
+    let user = options.get_username();
+    let host = options.get_host();
+    let port = options.get_port();
+    if host.starts_with('/') {
+        format!("postgres://{user}@/{db}?host={host}&port={port}")
+    } else {
+        format!("postgres://{user}@{host}:{port}/{db}")
+    }
+}
+
+/// A progress bar on stderr, when stderr is a terminal.
+struct Progress {
+    label: String,
+    on: bool,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(plan: &Plan) -> Progress {
+        let label = format!("{} / {}", plan.scenario, plan.strategy);
+        Progress { label, on: std::io::stderr().is_terminal(), started: Instant::now() }
+    }
+
+    fn show(&mut self, done: i64, total: i64) {
+        if !self.on || total <= 0 {
+            return;
+        }
+        let width = 30;
+        let filled = ((done.max(0) as f64 / total as f64) * width as f64) as usize;
+        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-3);
+        eprint!(
+            "\r{:<24} [{}{}] {done:>8}/{total:<8} {rate:>7.0}/s ",
+            self.label,
+            "#".repeat(filled.min(width)),
+            " ".repeat(width - filled.min(width)),
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    fn done(&self) {
+        if self.on {
+            eprint!("\r{}\r", " ".repeat(90));
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The benchmark's own statements (`seatq-bench`): bulk set-up and the
+//! measurements it reports. Nothing here runs in production.
+
+/// Enqueue many requests in one statement, the way a bulk producer would
+/// (no idempotency keys). Binds kinds, payloads and priorities as arrays.
+pub const ENQUEUE: &str = "
+INSERT INTO seatq.requests (kind, payload, priority)
+SELECT * FROM unnest($1::text[], $2::jsonb[], $3::smallint[])";
+
+/// A deep queue's history: $1 requests that finished (sold out) over the past
+/// week, inserted directly. Run with triggers off (session_replication_role),
+/// since they are not new requests.
+pub const INSERT_HISTORY: &str = "
+INSERT INTO seatq.requests (kind, payload, status, error_code, error_message, created_at, started_at, finished_at)
+SELECT 'book',
+       jsonb_build_object('event', 1 + g % 3000, 'class', 3, 'party', 2, 'customer', 'past-' || g),
+       'failed', 'sold_out', '0 seat(s) of class 3 left',
+       now() - (g % 604800) * interval '1 second',
+       now() - (g % 604800) * interval '1 second',
+       now() - (g % 604800) * interval '1 second' + interval '5 milliseconds'
+FROM generate_series(1, $1) g";
+
+/// Skip triggers for this transaction (superuser only).
+pub const TRIGGERS_OFF: &str = "SET LOCAL session_replication_role = replica";
+
+/// The highest id of a finished request (0 when none): the backlog and the
+/// run's requests come after it.
+pub const LAST_FINISHED_ID: &str = "SELECT coalesce(max(id), 0) FROM seatq.requests WHERE status <> 'queued'";
+
+/// The seeded events.
+pub const EVENTS: &str = "SELECT id FROM seatq.events ORDER BY id";
+
+/// The database's clock.
+pub const NOW: &str = "SELECT clock_timestamp()";
+
+/// Requests of this run (id > $1) still queued.
+pub const QUEUED: &str = "SELECT count(*) FROM seatq.requests WHERE status = 'queued' AND id > $1";
+
+/// Registered workers.
+pub const WORKERS: &str = "SELECT count(*) FROM seatq.workers";
+
+/// Server processes serving this database's workers, to read their CPU time.
+pub const WORKER_BACKENDS: &str = "
+SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'seatq-worker'";
+
+/// Of these finished requests, the holds that succeeded: booking, customer.
+pub const SUCCEEDED_HOLDS: &str = "
+SELECT (result ->> 'booking')::bigint, payload ->> 'customer'
+FROM seatq.requests
+WHERE id = ANY($1) AND status = 'succeeded' AND kind = 'hold'";
+
+/// Summary of this run's requests (id > $1), timed from $2: count, last
+/// outcome, contention retries, and enqueue-to-outcome latency percentiles in
+/// milliseconds (from when the request was available: created, or $2 if it
+/// was already waiting).
+pub const SUMMARY: &str = "
+SELECT count(*) AS requests,
+       max(finished_at) AS last_finished,
+       coalesce(sum(contention_retries), 0)::bigint AS contention_retries,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) AS p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) AS p95,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
+       max(ms) AS max
+FROM (
+    SELECT finished_at, contention_retries,
+           extract(epoch FROM finished_at - greatest(created_at, $2))::float8 * 1000 AS ms
+    FROM seatq.requests WHERE id > $1
+) r";
+
+/// This run's outcomes (id > $1) by kind and status or error code.
+pub const OUTCOMES: &str = "
+SELECT kind, coalesce(error_code, status::text) AS outcome, count(*)
+FROM seatq.requests WHERE id > $1
+GROUP BY 1, 2 ORDER BY 1, 2";
+
+/// Seats taken (booked or live holds) and seats granted (by the lists of live
+/// bookings): the two must agree.
+pub const SEATS_TAKEN_AND_GRANTED: &str = "
+SELECT (SELECT count(*) FROM seatq.seats
+        WHERE state = 'booked' OR (state = 'held' AND held_until > now())) AS taken,
+       (SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings
+        WHERE state = 'booked' OR (state = 'held' AND held_until > now())) AS granted";
+
+/// Bookings by state.
+pub const BOOKINGS_BY_STATE: &str = "SELECT state::text, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";

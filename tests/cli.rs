@@ -1,0 +1,516 @@
+//! The `seatq` command line, run as a real process against a test database:
+//! outcomes and exit codes, JSON output, bulk files, idempotency keys, and
+//! retrying through refused connections, a connection lost while waiting and
+//! a connection lost during a bulk file's COMMIT (through a TCP proxy that
+//! the test controls).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use common::{Running, TestDb, eventually};
+use seatq_worker::Config;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// The `seatq` binary: `cargo test --workspace` builds it beside the test
+/// executables (producer/tests/cli.rs makes it build it).
+fn seatq_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
+        let bin = profile_dir.join(format!("seatq{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            bin.exists(),
+            "{} is missing: run the tests with `cargo test --workspace`, or build it first with \
+             `cargo build -p seatq` (add --release for release tests)",
+            bin.display()
+        );
+        bin
+    })
+}
+
+/// What a finished `seatq` run printed.
+#[derive(Debug)]
+struct Output {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Output {
+    fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+}
+
+/// A `seatq` process; its standard error is collected as it comes.
+struct Cli {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Cli {
+    fn start(url: &str, args: &[&str]) -> Cli {
+        let mut child = Command::new(seatq_bin())
+            .arg("--database-url")
+            .arg(url)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .env_remove("SEATQ_RETRY_SECS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start seatq");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().expect("stderr pipe");
+        let collected = stderr.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut text = collected.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        Cli { child, stderr, reader }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Wait until it has written `needle` to standard error.
+    async fn wait_for_stderr(&self, needle: &str) {
+        let seen = eventually(Duration::from_secs(30), || async { self.stderr().contains(needle) }).await;
+        assert!(seen, "seatq never printed {needle:?}; stderr: {}", self.stderr());
+    }
+
+    /// Wait for it to exit (it is killed after a minute).
+    async fn finish(self) -> Output {
+        tokio::task::spawn_blocking(move || {
+            let Cli { mut child, stderr, reader } = self;
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("seatq output");
+            let _ = reader.join();
+            let stderr = stderr.lock().unwrap().clone();
+            Output { code: out.status.code(), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr }
+        })
+        .await
+        .expect("join")
+    }
+}
+
+/// Run `seatq` to the end.
+async fn seatq(url: &str, args: &[&str]) -> Output {
+    Cli::start(url, args).finish().await
+}
+
+async fn count_requests(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap()
+}
+
+fn write_file(db: &TestDb, name: &str, lines: &[&[u8]]) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{}-{name}.jsonl", db.name));
+    let mut f = std::fs::File::create(&path).unwrap();
+    for line in lines {
+        f.write_all(line).unwrap();
+        f.write_all(b"\n").unwrap();
+    }
+    path
+}
+
+fn book_line(event: i64, customer: &str) -> Vec<u8> {
+    format!(r#"{{"kind": "book", "payload": {{"event": {event}, "class": 1, "party": 1, "customer": "{customer}"}}}}"#)
+        .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_wait_prints_the_outcome_and_exits_0() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let (url, ev) = (db.url(), ev.to_string());
+
+    let out =
+        seatq(&url, &["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "ann", "--wait"]).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("held for ann: seats "), "{out:?}");
+
+    let out =
+        seatq(&url, &["--json", "hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "bob", "--wait"])
+            .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let record = out.json();
+    assert_eq!(record["status"], "succeeded", "{record}");
+    assert_eq!(record["result"]["state"], "held", "{record}");
+    assert_eq!(record["result"]["customer"], "bob", "{record}");
+    assert!(record["idempotency_key"].as_str().is_some_and(|k| k.starts_with("cli-")), "a generated key: {record}");
+
+    workers.stop().await;
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_or_refused_request_exits_1_with_its_code() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 4, 6).await.unwrap();
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let (url, ev) = (db.url(), ev.to_string());
+
+    // Sold out: processed, failed.
+    let book = ["book", "--event", &ev, "--class", "1", "--party", "6", "--customer", "ann", "--wait"];
+    let out = seatq(&url, &book).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.contains("failed: sold_out: 4 seat(s) of class 1 left"), "{out:?}");
+    let out = seatq(&url, &[&["--json"][..], &book].concat()).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let record = out.json();
+    assert_eq!((&record["status"], &record["error_code"]), (&"failed".into(), &"sold_out".into()), "{record}");
+    workers.stop().await;
+    let enqueued = count_requests(&db).await;
+
+    // Invalid: refused before anything is enqueued.
+    let bad = ["book", "--event", &ev, "--class", "1", "--party", "12", "--customer", "ann"];
+    let out = seatq(&url, &bad).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stdout.trim(), "party_out_of_range: party: 12 is out of range 1 to 9", "{out:?}");
+    let out = seatq(&url, &[&["--json"][..], &bad].concat()).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let refusal = out.json();
+    assert_eq!(refusal["error_code"], "party_out_of_range", "{refusal}");
+    assert_eq!(refusal["error_message"], "party: 12 is out of range 1 to 9", "{refusal}");
+    let out = seatq(&url, &["confirm", "--booking", "1", "--customer", " "]).await;
+    assert_eq!((out.code, out.stdout.trim()), (Some(1), "invalid_request: customer: must not be empty"), "{out:?}");
+    assert_eq!(count_requests(&db).await, enqueued, "nothing enqueued");
+
+    // A refusal needs no database.
+    let out = seatq("postgres://postgres@127.0.0.1:1/none", &[&["--retry-secs", "0"][..], &bad].concat()).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+
+    db.close().await;
+}
+
+#[tokio::test]
+async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let url = db.url();
+    let file = write_file(
+        &db,
+        "mixed",
+        &[
+            &book_line(ev, "a"),
+            br#"{"kind": "book", "payload": {"event": 1, "cla"#,
+            b"{\"kind\": \"book\", \"payload\": {\"event\": 1, \"class\": 1, \"party\": 1, \"customer\": \"\xff\"}}",
+            &book_line(ev, "b"),
+            br#"{"kind": "hold", "payload": {"event": 1, "class": 1, "party": 12, "customer": "c"}}"#,
+        ],
+    );
+    let path = file.to_str().unwrap();
+
+    // --strict: none.
+    let out = seatq(&url, &["enqueue", "--strict", "--file", path]).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.contains("enqueued nothing: 3 bad lines"), "{out:?}");
+    assert_eq!(count_requests(&db).await, 0);
+
+    // Otherwise the good ones, each bad line reported as file:line.
+    let out = seatq(&url, &["enqueue", "--file", path]).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stdout.contains("enqueued 2 requests (3 bad lines skipped)"), "{out:?}");
+    for expected in [
+        format!("{path}:2: invalid_json: "),
+        format!("{path}:3: invalid_json: not valid UTF-8"),
+        format!("{path}:5: party_out_of_range: party: 12 is out of range 1 to 9"),
+    ] {
+        assert!(out.stderr.contains(&expected), "{expected:?} missing: {out:?}");
+    }
+    assert_eq!(count_requests(&db).await, 2);
+
+    let out = seatq(&url, &["--json", "enqueue", "--file", path]).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let report = out.json();
+    assert_eq!(report["enqueued"].as_array().map(Vec::len), Some(2), "{report}");
+    let lines: Vec<&Value> = report["bad_lines"].as_array().unwrap().iter().map(|b| &b["line"]).collect();
+    assert_eq!(lines, [2, 3, 5], "{report}");
+    assert_eq!(count_requests(&db).await, 4, "lines without a key are enqueued again");
+
+    let good = write_file(&db, "good", &[&book_line(ev, "c")]);
+    let out = seatq(&url, &["enqueue", "--file", good.to_str().unwrap()]).await;
+    assert_eq!((out.code, out.stdout.trim()), (Some(0), "enqueued 1 requests (0 bad lines skipped)"), "{out:?}");
+    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(good);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn the_same_key_returns_the_same_request() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let (url, ev) = (db.url(), ev.to_string());
+    let book = ["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann"];
+
+    let keyed = [&book[..], &["--key", "order-77"]].concat();
+    let first = seatq(&url, &keyed).await;
+    let again = seatq(&url, &keyed).await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    assert_eq!(first.stdout, again.stdout, "the same id");
+    assert_eq!(count_requests(&db).await, 1);
+
+    // Without --key, each command has its own (random) key.
+    let a = seatq(&url, &[&["--json"][..], &book].concat()).await.json();
+    let b = seatq(&url, &[&["--json"][..], &book].concat()).await.json();
+    assert_ne!(a["id"], b["id"]);
+    assert_ne!(a["idempotency_key"], b["idempotency_key"]);
+    assert_eq!(count_requests(&db).await, 3);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn without_retries_an_unreachable_server_is_an_error_naming_its_cause_once() {
+    let port = free_port();
+    let out = seatq(&format!("postgres://postgres@127.0.0.1:{port}/seatq"), &["--retry-secs", "0", "stats"]).await;
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains(&format!("cannot reach PostgreSQL at 127.0.0.1:{port}/seatq")), "{out:?}");
+    assert_eq!(out.stderr.matches("Connection refused").count(), 1, "{out:?}");
+    assert!(out.stderr.contains("version 14 or later"), "{out:?}");
+    assert!(!out.stderr.contains("retrying"), "{out:?}");
+}
+
+#[tokio::test]
+async fn prune_help_says_how_often_workers_prune() {
+    let out = seatq("postgres://unused", &["prune", "--help"]).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("every minute") && !out.stdout.contains("hourly"), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_command_retries_until_the_server_answers() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let port = free_port();
+    let Some(proxy_url) = via(&db, port) else { return db.close().await };
+    let ev = ev.to_string();
+    let cli = Cli::start(
+        &proxy_url,
+        &["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann", "--key", "k1"],
+    );
+    // Nothing listens yet: it retries, and carries on once the server answers.
+    cli.wait_for_stderr("connecting failed; retrying").await;
+    let proxy = Proxy::start(&db, port).await;
+    let out = cli.finish().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let id: i64 = out.stdout.trim().parse().unwrap_or_else(|_| panic!("an id: {out:?}"));
+    let key: Option<String> = sqlx::query_scalar("SELECT idempotency_key FROM seatq.requests WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(key.as_deref(), Some("k1"));
+    assert_eq!(count_requests(&db).await, 1);
+    proxy.stop();
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_retries_through_a_lost_connection() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let port = free_port();
+    let Some(url) = via(&db, port) else { return db.close().await };
+    let proxy = Proxy::start(&db, port).await;
+    let ev = ev.to_string();
+    let cli =
+        Cli::start(&url, &["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "ann", "--wait"]);
+    let enqueued = eventually(Duration::from_secs(30), || async { count_requests(&db).await == 1 }).await;
+    assert!(enqueued, "{}", cli.stderr());
+
+    // The server goes away while the command waits (no worker yet, so the
+    // outcome cannot have come); it retries, and prints the outcome once
+    // the server is back and a worker has processed the request.
+    proxy.go_down();
+    cli.wait_for_stderr("waiting for the outcome failed; retrying").await;
+    proxy.come_back();
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let out = cli.finish().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("held for ann"), "{out:?}");
+    assert_eq!(count_requests(&db).await, 1);
+    workers.stop().await;
+    proxy.stop();
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_file_is_enqueued_once_when_the_connection_drops_during_commit() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let port = free_port();
+    let Some(url) = via(&db, port) else { return db.close().await };
+    let proxy = Proxy::start(&db, port).await;
+    let lines: Vec<Vec<u8>> = (0..30).map(|n| book_line(ev, &format!("c{n}"))).collect();
+    let file = write_file(&db, "commit", &lines.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let path = file.to_str().unwrap();
+
+    // The COMMIT reaches the server (which commits) but its answer is lost;
+    // then the COMMIT is lost on the way (the server rolls back). Either
+    // way the file ends up enqueued exactly once, although its lines have
+    // no idempotency keys.
+    for (n, cut) in [Cut::AfterCommitSent, Cut::BeforeCommitSent].into_iter().enumerate() {
+        proxy.cut_next_commit(cut);
+        let out = seatq(&url, &["enqueue", "--file", path]).await;
+        assert_eq!(proxy.state.cuts.load(Ordering::SeqCst), n + 1, "the connection was cut at COMMIT");
+        assert_eq!((out.code, out.stdout.trim()), (Some(0), "enqueued 30 requests (0 bad lines skipped)"), "{out:?}");
+        assert!(out.stderr.contains("the connection was lost during COMMIT"), "{out:?}");
+        assert_eq!(count_requests(&db).await, 30 * (n as i64 + 1), "{cut:?}: {out:?}");
+    }
+    proxy.stop();
+    let _ = std::fs::remove_file(file);
+    db.close().await;
+}
+
+// ---------------------------------------------------------------- the proxy
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+}
+
+/// The test database's URL, through 127.0.0.1:`port`; `None` (the test is
+/// skipped) when the server is reached through a Unix socket.
+fn via(db: &TestDb, port: u16) -> Option<String> {
+    if db.options.get_host().starts_with('/') {
+        eprintln!("skipped: the test server is reached through a Unix socket");
+        return None;
+    }
+    let url = db.url();
+    let (scheme, rest) = url.split_once("://")?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let user = authority.rsplit_once('@').map(|(user, _)| format!("{user}@")).unwrap_or_default();
+    Some(format!("{scheme}://{user}127.0.0.1:{port}/{path}"))
+}
+
+/// Where to cut a connection at its next COMMIT.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// Pass the COMMIT to the server, then close both sides.
+    AfterCommitSent,
+    /// Close both sides instead of passing the COMMIT on.
+    BeforeCommitSent,
+}
+
+struct ProxyState {
+    upstream: (String, u16),
+    /// Refusing connections (accepting and closing them at once).
+    down: AtomicBool,
+    /// Cancelled to cut every open connection.
+    open: Mutex<CancellationToken>,
+    cut: Mutex<Option<Cut>>,
+    /// Connections cut at COMMIT.
+    cuts: AtomicUsize,
+}
+
+/// A TCP proxy to the test server on 127.0.0.1, which can cut connections.
+struct Proxy {
+    state: Arc<ProxyState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(db: &TestDb, port: u16) -> Proxy {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.expect("proxy port");
+        let state = Arc::new(ProxyState {
+            upstream: (db.options.get_host().to_string(), db.options.get_port()),
+            down: AtomicBool::new(false),
+            open: Mutex::new(CancellationToken::new()),
+            cut: Mutex::new(None),
+            cuts: AtomicUsize::new(0),
+        });
+        let task = tokio::spawn(serve(listener, state.clone()));
+        Proxy { state, task }
+    }
+
+    /// Cut every connection and refuse new ones.
+    fn go_down(&self) {
+        self.state.down.store(true, Ordering::SeqCst);
+        std::mem::take(&mut *self.state.open.lock().unwrap()).cancel();
+    }
+
+    fn come_back(&self) {
+        self.state.down.store(false, Ordering::SeqCst);
+    }
+
+    fn cut_next_commit(&self, cut: Cut) {
+        *self.state.cut.lock().unwrap() = Some(cut);
+    }
+
+    fn stop(self) {
+        self.task.abort();
+        self.state.open.lock().unwrap().cancel();
+    }
+}
+
+async fn serve(listener: TcpListener, state: Arc<ProxyState>) {
+    while let Ok((client, _)) = listener.accept().await {
+        if state.down.load(Ordering::SeqCst) {
+            continue; // dropped: closed at once
+        }
+        let open = state.open.lock().unwrap().clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let (host, port) = &state.upstream;
+            let Ok(server) = TcpStream::connect((host.as_str(), *port)).await else { return };
+            tokio::select! {
+                _ = open.cancelled() => {}
+                _ = relay(client, server, &state) => {}
+            }
+        });
+    }
+}
+
+/// Copy both ways until either side closes, or a COMMIT is to be cut.
+async fn relay(client: TcpStream, server: TcpStream, state: &ProxyState) {
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    let upstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = from_client.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+            let chunk = &buf[..n];
+            // A simple-protocol query 'Q' carrying "COMMIT", as sqlx sends it.
+            let cut = if chunk.windows(7).any(|w| w == b"COMMIT\0") { state.cut.lock().unwrap().take() } else { None };
+            if let Some(cut) = cut {
+                if let Cut::AfterCommitSent = cut {
+                    to_server.write_all(chunk).await?;
+                    to_server.flush().await?;
+                }
+                state.cuts.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            to_server.write_all(chunk).await?;
+        }
+    };
+    let downstream = tokio::io::copy(&mut from_server, &mut to_client);
+    tokio::select! {
+        _ = upstream => {}
+        _ = downstream => {}
+    }
+}

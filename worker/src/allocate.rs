@@ -279,7 +279,7 @@ async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Bo
 /// holds one of them. Fewer than the booking lists means the hold lapsed and
 /// someone else took a seat.
 async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Option<usize>, ProcessError> {
-    match sqlx::query(bookings::LOCK_BOOKING_SEATS)
+    match sqlx::query_as::<_, (i32, bool)>(bookings::LOCK_BOOKING_SEATS)
         .bind(b.id)
         .bind(b.event)
         .bind(&b.seats)
@@ -287,7 +287,7 @@ async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Res
         .fetch_all(&mut *conn)
         .await
     {
-        Ok(rows) => Ok(Some(rows.len())),
+        Ok(rows) => Ok(Some(rows.iter().filter(|(_, owned)| *owned).count())),
         Err(e) if is_lock_unavailable(&e) => Ok(None),
         Err(e) => Err(e.into()),
     }

@@ -8,20 +8,25 @@ FROM seatq.bookings
 WHERE id = $1
 FOR NO KEY UPDATE NOWAIT";
 
-/// Lock the seats booking $1 (of event $2, listing seats $3) still owns in
-/// state $4, failing at once if another transaction holds one. Seats are
-/// found by the booking's list (primary key), so no index on booking_id is
-/// needed: one fewer index to update for every seat taken.
+/// Lock the seats booking $1 (of event $2) lists ($3), failing at once
+/// (55P03) if another transaction holds one; `owned` says whether the booking
+/// still owns each in state $4. Seats are found by primary key only: a
+/// condition on `state` here would let a planner with stale statistics pick
+/// the small partial index on held seats and filter every hold on the server
+/// (seen in the checkout benchmark: 3 ms per confirm instead of 0.05).
 pub const LOCK_BOOKING_SEATS: &str = "
-SELECT seat_no FROM seatq.seats
-WHERE event_id = $2 AND seat_no = ANY($3) AND booking_id = $1 AND state = $4::text::seatq.seat_state
+SELECT seat_no, (booking_id IS NOT DISTINCT FROM $1 AND state::text = $4) AS owned
+FROM seatq.seats
+WHERE event_id = $2 AND seat_no = ANY($3)
 FOR UPDATE NOWAIT";
 
-/// Turn live hold $1 (of event $2, listing seats $3) into a booking.
+/// Turn live hold $1 (of event $2, listing seats $3) into a booking. Its
+/// seats are locked and known to be held by it (LOCK_BOOKING_SEATS), so they
+/// are found by primary key alone (see there).
 pub const CONFIRM: &str = "
 WITH seats AS (
     UPDATE seatq.seats SET state = 'booked', held_until = NULL
-    WHERE event_id = $2 AND seat_no = ANY($3) AND booking_id = $1 AND state = 'held'
+    WHERE event_id = $2 AND seat_no = ANY($3) AND booking_id = $1
 )
 UPDATE seatq.bookings SET state = 'booked', held_until = NULL, updated_at = now()
 WHERE id = $1";

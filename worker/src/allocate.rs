@@ -59,7 +59,7 @@ pub async fn process(
         None => {}
     }
     if let Some(wanted) = Wanted::of(request_id, request) {
-        let mut decisions = cheapest::allocate(conn, &[wanted], strategy).await?;
+        let mut decisions = cheapest::allocate(conn, &[wanted], strategy, 0.0).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {

@@ -61,11 +61,13 @@ struct Claimed {
     max_attempts: i32,
 }
 
-/// Run one batch transaction.
+/// Run one batch transaction. `start` is where among the cheapest seats of
+/// a class the batch begins (see [`cheapest::allocate`]).
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
     strategy: Strategy,
+    start: f64,
     metrics: &Metrics,
 ) -> Result<Report, sqlx::Error> {
     let mut tx = match strategy {
@@ -107,7 +109,7 @@ pub async fn run(
     if !cheap.is_empty() {
         let wanted: Vec<Wanted> = cheap.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
         let mut savepoint = tx.begin().await?;
-        let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy))
+        let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy, start))
             .catch_unwind()
             .await
             .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));

@@ -85,12 +85,15 @@ struct Group {
 }
 
 /// Allocate seats for these requests inside the caller's transaction (or
-/// savepoint). Returns one decision per request, in order. An error leaves
-/// seat changes half made: the caller rolls back.
+/// savepoint). Under the default strategy, `start` (0 to 1) is where among
+/// the cheapest seats of a class this batch begins (see
+/// [`allocation::LOCK_CHEAPEST`]). Returns one decision per request, in
+/// order. An error leaves seat changes half made: the caller rolls back.
 pub async fn allocate(
     conn: &mut PgConnection,
     wanted: &[Wanted<'_>],
     strategy: Strategy,
+    start: f64,
 ) -> Result<Vec<Decision>, ProcessError> {
     // Groups in (event, class) order, so that strategies that wait for locks
     // take them in the same order in every worker.
@@ -111,13 +114,16 @@ pub async fn allocate(
         })
         .collect();
 
-    let sql = match strategy {
-        Strategy::SkipLocked => allocation::LOCK_CHEAPEST,
-        Strategy::Blocking => allocation::LOCK_CHEAPEST_WAIT,
-        Strategy::Nowait => allocation::LOCK_CHEAPEST_NOWAIT,
-        Strategy::Serializable => allocation::PICK_CHEAPEST,
+    let query = match strategy {
+        Strategy::SkipLocked => {
+            let starts = vec![start.clamp(0.0, 1.0); groups.len()];
+            bind_groups(sqlx::query_as(allocation::LOCK_CHEAPEST), &groups).bind(starts)
+        }
+        Strategy::Blocking => bind_groups(sqlx::query_as(allocation::LOCK_CHEAPEST_WAIT), &groups),
+        Strategy::Nowait => bind_groups(sqlx::query_as(allocation::LOCK_CHEAPEST_NOWAIT), &groups),
+        Strategy::Serializable => bind_groups(sqlx::query_as(allocation::PICK_CHEAPEST), &groups),
     };
-    let rows: Vec<LockedRow> = bind_groups(sqlx::query_as(sql), &groups).fetch_all(&mut *conn).await?;
+    let rows: Vec<LockedRow> = query.fetch_all(&mut *conn).await?;
     for row in rows {
         let group = group_mut(&mut groups, row.grp)?;
         group.known = row.known;

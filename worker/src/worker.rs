@@ -136,7 +136,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) = self.process_once(self.config.batch_size).await?;
+            let (claimed, done) = self.process_once(self.config.batch_size, self.config.lane_offset).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -159,6 +159,8 @@ impl Worker {
     }
 
     async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
+        // Each loop starts at its own place among the cheapest seats of a class.
+        let start = (self.config.lane_offset + n as f64 / self.config.concurrency.max(1) as f64).fract();
         let mut errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
         // After a failed batch, claim one request at a time for a while, so a
         // request that breaks its connection holds up only itself.
@@ -167,7 +169,7 @@ impl Worker {
             wake.borrow_and_update();
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit)).await;
+            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, start)).await;
             match result {
                 Ok(Ok((claimed, _))) if claimed as i64 >= limit => continue,
                 Ok(Ok(_)) => errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
@@ -206,9 +208,10 @@ impl Worker {
     /// One batch of up to `limit`, then its contended requests again after
     /// jittered backoffs (no transaction open while sleeping); those still
     /// contended after the last try go back to the queue. Returns (claimed,
-    /// finished).
-    async fn process_once(&self, limit: i64) -> Result<(usize, usize), sqlx::Error> {
-        let first = batch::run(&self.pool, Claim::Next(limit), self.config.strategy, &self.metrics).await?;
+    /// finished). `start`: see [`batch::run`].
+    async fn process_once(&self, limit: i64, start: f64) -> Result<(usize, usize), sqlx::Error> {
+        let strategy = self.config.strategy;
+        let first = batch::run(&self.pool, Claim::Next(limit), strategy, start, &self.metrics).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -218,9 +221,8 @@ impl Worker {
             }
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
-            let report =
-                batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }, self.config.strategy, &self.metrics)
-                    .await?;
+            let claim = Claim::Retry { ids: &contended, requeue };
+            let report = batch::run(&self.pool, claim, strategy, start, &self.metrics).await?;
             finished += report.finished;
             contended = report.contended;
         }

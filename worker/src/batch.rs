@@ -1,8 +1,9 @@
-//! One batch: claim up to B requests, allocate the cheapest-first ones
-//! together (under one savepoint) and the rest one per savepoint, record
-//! every outcome, commit once. Seat changes and outcomes commit together, so
-//! a crash leaves neither; the claim is the row lock, so a dead worker's
-//! requests are free again the moment its connection goes.
+//! One batch: claim up to B requests, process them in claim order (each run
+//! of consecutive cheapest-first ones together under one savepoint, the rest
+//! one per savepoint), record every outcome, commit once. Seat changes and
+//! outcomes commit together, so a crash leaves neither; the claim is the row
+//! lock, so a dead worker's requests are free again the moment its
+//! connection goes.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -14,6 +15,7 @@ use seatq::outcome::ErrorCode;
 use seatq::request::Request;
 use seatq::sql::queue;
 use serde_json::{Value, json};
+use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
@@ -23,10 +25,11 @@ use crate::fault;
 use crate::metrics::Metrics;
 use crate::retry::Jitter;
 
-/// Most requests a batch processes one at a time, each under its own
-/// savepoint: a request may use two subtransaction ids, and past 64 in one
-/// transaction PostgreSQL's per-backend subtransaction cache overflows, which
-/// slows every snapshot on the server. Further ones wait for the next batch.
+/// Most savepoints a batch takes: one per request processed alone, one per
+/// run of cheapest-first requests. A savepoint may use two subtransaction
+/// ids, and past 64 in one transaction PostgreSQL's per-backend
+/// subtransaction cache overflows, which slows every snapshot on the server.
+/// The requests claimed after the last one processed wait for the next batch.
 pub const MAX_ONE_BY_ONE: usize = 32;
 
 /// Which requests a batch claims.
@@ -87,77 +90,60 @@ pub async fn run(
     if matches!(claim, Claim::Next(_)) {
         metrics.batch(rows.len());
     }
-    let retries_of = |id: i64| match &claim {
-        Claim::Retry { ids, .. } => ids.get(&id).copied().unwrap_or_default(),
-        Claim::Next(_) => 0,
-    };
 
     let mut outcomes = Vec::with_capacity(rows.len());
     let mut decoded = Vec::with_capacity(rows.len());
     for row in &rows {
         match Request::decode(&row.kind, &row.payload) {
             Ok(request) => decoded.push((row, request)),
-            Err(e) => outcomes.push(failed(row.id, e.code(), &e.to_string(), retries_of(row.id))),
+            Err(e) => outcomes.push(failed(row.id, e.code(), &e.to_string(), retries_of(&claim, row.id))),
         }
     }
-    // Cheapest-first holds and bookings: all at once, under one savepoint.
-    let (cheap, mut one_by_one): (Vec<_>, Vec<_>) = decoded
-        .iter()
-        .partition(|(row, request)| Wanted::of(row.id, request).is_some() && fault::injected(request).is_none());
-    if !cheap.is_empty() {
-        let wanted: Vec<Wanted> = cheap.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
-        let mut savepoint = tx.begin().await?;
-        let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
-        match result {
-            Ok(decisions) => {
+    // In claim order: each run of consecutive cheapest-first holds and
+    // bookings at once, under one savepoint; every other request alone, under
+    // its own. So a request never loses seats to one claimed after it, and
+    // sees the seats an earlier cancel gave back.
+    let mut savepoints = 0;
+    let mut rest = decoded.as_slice();
+    'runs: while let Some(first) = rest.first() {
+        let cheap = is_cheap(first);
+        let (run, after) = rest.split_at(rest.iter().take_while(|d| is_cheap(d) == cheap).count());
+        rest = after;
+        if cheap {
+            // Past MAX_ONE_BY_ONE savepoints, this run and every request
+            // claimed after it stay queued for the next batch.
+            if savepoints == MAX_ONE_BY_ONE {
+                break;
+            }
+            savepoints += 1;
+            if allocate_run(&mut tx, run, strategy, &claim, &mut outcomes, &mut report).await? {
+                continue;
+            }
+        }
+        for (row, request) in run {
+            // Past MAX_ONE_BY_ONE savepoints, likewise.
+            if savepoints == MAX_ONE_BY_ONE {
+                break 'runs;
+            }
+            savepoints += 1;
+            let retries = retries_of(&claim, row.id);
+            let mut savepoint = tx.begin().await?;
+            // A panic while processing one request fails that request
+            // (counted as an attempt), not the worker or the rest of the batch.
+            let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, strategy))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+            // Every ending but Done gives the request's seat changes back. If
+            // even that fails, the connection is gone: the whole batch rolls
+            // back and its requests return to the queue untouched.
+            if let Ok(Decision::Done(_)) = result {
                 savepoint.commit().await?;
-                for ((row, _), decision) in cheap.into_iter().zip(decisions) {
-                    let outcome = outcome(row, Ok(decision), &claim, retries_of(row.id), &mut report);
-                    outcomes.extend(outcome);
-                }
-            }
-            Err(e) => {
+            } else {
                 savepoint.rollback().await?;
-                if let ProcessError::Db(db) = &e
-                    && allocate::is_contention(db)
-                {
-                    // A NOWAIT lock or a serialization failure: every one of
-                    // them tries again.
-                    for (row, _) in cheap {
-                        outcomes.extend(outcome(row, Ok(Decision::Contended), &claim, retries_of(row.id), &mut report));
-                    }
-                } else {
-                    // Something unexpected: find out which request it was by
-                    // processing them one at a time.
-                    tracing::warn!(error = %e, requests = cheap.len(), "batch allocation failed; one at a time");
-                    one_by_one.extend(cheap);
-                }
             }
+            outcomes.extend(outcome(row, result, &claim, retries, &mut report));
         }
-    }
-    // Everything else, one request per savepoint. Past MAX_ONE_BY_ONE, the
-    // rest stay queued for the next batch (subtransaction cache).
-    for (row, request) in one_by_one.into_iter().take(MAX_ONE_BY_ONE) {
-        let retries = retries_of(row.id);
-        let mut savepoint = tx.begin().await?;
-        // A panic while processing one request fails that request (counted
-        // as an attempt), not the worker or the rest of the batch.
-        let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, strategy))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
-        // Every ending but Done gives the request's seat changes back. If even
-        // that fails, the connection is gone: the whole batch rolls back and
-        // its requests return to the queue untouched.
-        if let Ok(Decision::Done(_)) = result {
-            savepoint.commit().await?;
-        } else {
-            savepoint.rollback().await?;
-        }
-        outcomes.extend(outcome(row, result, &claim, retries, &mut report));
     }
 
     for o in &outcomes {
@@ -179,6 +165,63 @@ pub async fn run(
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
     Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
+}
+
+/// Contention retries so far of a claimed request.
+fn retries_of(claim: &Claim<'_>, id: i64) -> i32 {
+    match claim {
+        Claim::Retry { ids, .. } => ids.get(&id).copied().unwrap_or_default(),
+        Claim::Next(_) => 0,
+    }
+}
+
+/// Is this a cheapest-first hold or book, allocated a run at a time? (An
+/// injected fault is processed alone, so that it fires.)
+fn is_cheap((row, request): &(&Claimed, Request)) -> bool {
+    Wanted::of(row.id, request).is_some() && fault::injected(request).is_none()
+}
+
+/// Allocate a run of cheapest-first requests at once, under one savepoint,
+/// adding their outcomes. False if it failed unexpectedly: the run's seat
+/// changes are rolled back and the caller processes it one request at a
+/// time, to find out which request it was.
+async fn allocate_run(
+    tx: &mut PgConnection,
+    run: &[(&Claimed, Request)],
+    strategy: Strategy,
+    claim: &Claim<'_>,
+    outcomes: &mut Vec<Value>,
+    report: &mut Report,
+) -> Result<bool, sqlx::Error> {
+    let wanted: Vec<Wanted> = run.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
+    let mut savepoint = tx.begin().await?;
+    let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+    match result {
+        Ok(decisions) => {
+            savepoint.commit().await?;
+            for ((row, _), decision) in run.iter().zip(decisions) {
+                outcomes.extend(outcome(row, Ok(decision), claim, retries_of(claim, row.id), report));
+            }
+            Ok(true)
+        }
+        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => {
+            // A NOWAIT lock or a serialization failure: every one of them
+            // tries again.
+            savepoint.rollback().await?;
+            for (row, _) in run {
+                outcomes.extend(outcome(row, Ok(Decision::Contended), claim, retries_of(claim, row.id), report));
+            }
+            Ok(true)
+        }
+        Err(e) => {
+            savepoint.rollback().await?;
+            tracing::warn!(error = %e, requests = run.len(), "batch allocation failed; one at a time");
+            Ok(false)
+        }
+    }
 }
 
 /// The outcome to record for one processed request, if any: a contended

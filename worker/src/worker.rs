@@ -159,7 +159,7 @@ impl Worker {
     }
 
     async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
-        let mut errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+        let mut pauses = Pauses::new();
         // After a failed batch, claim one request at a time for a while, so a
         // request that breaks its connection holds up only itself.
         let mut careful: usize = 0;
@@ -169,16 +169,25 @@ impl Worker {
             careful = careful.saturating_sub(1);
             let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit)).await;
             match result {
-                Ok(Ok((claimed, _))) if claimed as i64 >= limit => continue,
-                Ok(Ok(_)) => errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
+                Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
+                    pauses.committed();
+                    continue;
+                }
+                Ok(Ok(_)) => pauses = Pauses::new(),
                 // A serialization failure at commit (--strategy serializable):
-                // contention, not a fault; go again at once.
+                // contention, not a fault; go again after a short pause.
                 Ok(Err(e)) if crate::allocate::is_contention(&e) => {
                     Metrics::add(&self.metrics.contention_retries, 1);
+                    let delay = pauses.contended();
+                    tracing::debug!(loop_ = n, error = %e, retry_in = ?delay, "batch collided with another; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = tokio::time::sleep(delay) => {}
+                    }
                     continue;
                 }
                 Ok(Err(_)) | Err(_) => {
-                    let delay = errors.next_delay();
+                    let delay = pauses.failed();
                     match result {
                         Ok(Err(e)) => tracing::warn!(loop_ = n, error = %e, retry_in = ?delay,
                             "batch failed and rolled back; its requests stay queued"),
@@ -225,6 +234,43 @@ impl Worker {
             contended = report.contended;
         }
         Ok((first.claimed, finished))
+    }
+}
+
+/// A batch loop's pauses after batches that did not go through: jittered,
+/// and growing while such batches follow one another.
+struct Pauses {
+    /// After a failed or timed-out batch; from the start again once the
+    /// loop catches up with the queue.
+    errors: Jitter,
+    /// After a serialization failure at commit; from the start again after
+    /// any batch that commits.
+    contention: Jitter,
+}
+
+impl Pauses {
+    fn new() -> Pauses {
+        Pauses {
+            errors: Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
+            contention: Jitter::contention(),
+        }
+    }
+
+    /// After a serialization failure at commit. Short, since the transactions
+    /// it collided with take milliseconds; but never none, or loops that
+    /// collided go round together and collide again.
+    fn contended(&mut self) -> Duration {
+        self.contention.next_delay()
+    }
+
+    /// After a failed or timed-out batch.
+    fn failed(&mut self) -> Duration {
+        self.errors.next_delay()
+    }
+
+    /// After a batch that committed.
+    fn committed(&mut self) {
+        self.contention = Jitter::contention();
     }
 }
 
@@ -291,5 +337,21 @@ async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationTo
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contention_at_commit_backs_off_and_a_commit_starts_again() {
+        let mut pauses = Pauses::new();
+        let delays: Vec<Duration> = (0..10).map(|_| pauses.contended()).collect();
+        assert!(delays.iter().all(|d| !d.is_zero()), "never straight back round: {delays:?}");
+        assert!(delays[9] > delays[0], "growing: {delays:?}");
+        assert!(delays[9] <= Duration::from_millis(150), "short: {delays:?}");
+        pauses.committed();
+        assert!(pauses.contended() <= Duration::from_millis(3), "from the start again after a commit");
     }
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use seatq::outcome::{BookingResult, ErrorCode, SeatInfo};
 use seatq::request::{BookingRef, Request, SeatRequest};
-use seatq::sql::{allocation, bookings};
+use seatq::sql::{allocation, bookings, fault as fault_sql};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
@@ -56,6 +56,9 @@ pub async fn process(
         Some(Fault::Error) => return Err(ProcessError::Internal("injected fault: unexpected error".into())),
         Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
         Some(Fault::Slow) => tokio::time::sleep(fault::SLOW).await,
+        Some(Fault::Terminate) => {
+            sqlx::query(fault_sql::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
+        }
         None => {}
     }
     if let Some(wanted) = Wanted::of(request_id, request) {

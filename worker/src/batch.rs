@@ -54,6 +54,15 @@ pub struct Report {
     pub contended: HashMap<i64, i32>,
 }
 
+/// A request a batch claimed: enough to count a failed attempt for it if the
+/// whole batch fails (see [`record_failed_attempt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InHand {
+    pub id: i64,
+    /// Failed attempts when claimed.
+    pub attempts: i32,
+}
+
 /// A claimed request row.
 #[derive(sqlx::FromRow)]
 struct Claimed {
@@ -64,13 +73,17 @@ struct Claimed {
     max_attempts: i32,
 }
 
-/// Run one batch transaction.
+/// Run one batch transaction. `in_hand` is set to the requests it claims and
+/// emptied once their outcomes commit, so if the batch fails, or is dropped
+/// mid-way (a timeout), it says which requests were in it.
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
     strategy: Strategy,
     metrics: &Metrics,
+    in_hand: &mut Vec<InHand>,
 ) -> Result<Report, sqlx::Error> {
+    in_hand.clear();
     let mut tx = match strategy {
         Strategy::Serializable => pool.begin_with(queue::BEGIN_SERIALIZABLE).await?,
         _ => pool.begin().await?,
@@ -82,6 +95,7 @@ pub async fn run(
             sqlx::query_as(queue::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
         }
     };
+    in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
     let mut report = Report { claimed: rows.len(), ..Report::default() };
     if rows.is_empty() {
         tx.rollback().await?;
@@ -159,12 +173,42 @@ pub async fn run(
         sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
+    in_hand.clear();
     for (kind, outcome, latency) in &finished {
         metrics.finished(kind, outcome, *latency);
     }
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
     Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
+}
+
+/// Count a failed attempt for a request whose whole batch failed (its
+/// outcome was never recorded), in a transaction of its own: back to the
+/// queue after a backoff, or `dead` after `max_attempts`, keeping `error`.
+/// Does nothing (false) if the request is no longer queued with the attempts
+/// it was claimed with (the batch did commit, or another worker dealt with
+/// it), or is locked (by a failed transaction not yet ended, or a worker that
+/// claimed it since).
+pub async fn record_failed_attempt(
+    pool: &PgPool,
+    request: InHand,
+    error: &str,
+    metrics: &Metrics,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let rows: Vec<Claimed> = sqlx::query_as(queue::CLAIM_BY_IDS).bind([request.id]).fetch_all(&mut *tx).await?;
+    let Some(row) = rows.iter().find(|r| r.attempts == request.attempts) else {
+        tx.rollback().await?;
+        return Ok(false);
+    };
+    let outcome = transient(row, &format!("its batch failed: {error}"), 0);
+    let finished: Vec<(String, String, f64)> =
+        sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    for (kind, outcome, latency) in &finished {
+        metrics.finished(kind, outcome, *latency);
+    }
+    Ok(true)
 }
 
 /// Contention retries so far of a claimed request.

@@ -136,7 +136,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) = self.process_once(self.config.batch_size).await?;
+            let (claimed, done) = self.process_once(self.config.batch_size, &mut Vec::new()).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -161,13 +161,15 @@ impl Worker {
     async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
         let mut pauses = Pauses::new();
         // After a failed batch, claim one request at a time for a while, so a
-        // request that breaks its connection holds up only itself.
+        // request that breaks its connection holds up only itself, and is
+        // found out: its attempt is then counted (see below).
         let mut careful: usize = 0;
+        let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
             wake.borrow_and_update();
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit)).await;
+            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand)).await;
             match result {
                 Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
                     pauses.committed();
@@ -188,17 +190,34 @@ impl Worker {
                 }
                 Ok(Err(_)) | Err(_) => {
                     let delay = pauses.failed();
-                    match result {
-                        Ok(Err(e)) => tracing::warn!(loop_ = n, error = %e, retry_in = ?delay,
-                            "batch failed and rolled back; its requests stay queued"),
-                        _ => tracing::warn!(loop_ = n, retry_in = ?delay,
-                            "batch timed out; giving up its connection, its requests stay queued"),
-                    }
+                    let error = match result {
+                        Ok(Err(e)) => {
+                            tracing::warn!(loop_ = n, error = %e, retry_in = ?delay,
+                                "batch failed and rolled back; its requests stay queued");
+                            e.to_string()
+                        }
+                        _ => {
+                            tracing::warn!(loop_ = n, retry_in = ?delay,
+                                "batch timed out; giving up its connection, its requests stay queued");
+                            format!("timed out after {:?}", self.config.batch_timeout)
+                        }
+                    };
                     Metrics::add(&self.metrics.batch_errors, 1);
                     careful = self.config.batch_size as usize;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}
+                    }
+                    // Claiming one at a time, the batch held one request, so
+                    // that request broke it: count the attempt, so it is
+                    // retried with backoff and ends `dead` like any failing
+                    // request rather than being retried for ever. After the
+                    // pause, so that the failed transaction has ended (a row
+                    // it still locks is skipped, not waited for).
+                    if limit == 1
+                        && let Some(&request) = in_hand.first()
+                    {
+                        self.record_failed_attempt(n, request, &error).await;
                     }
                     continue;
                 }
@@ -212,12 +231,28 @@ impl Worker {
         tracing::debug!(loop_ = n, "batch loop stopped");
     }
 
+    /// Count a failed attempt for a request that broke its batch; a failure
+    /// to do so is only logged (the request stays queued, uncounted).
+    async fn record_failed_attempt(&self, n: usize, request: batch::InHand, error: &str) {
+        match batch::record_failed_attempt(&self.pool, request, error, &self.metrics).await {
+            Ok(true) => {}
+            Ok(false) => tracing::info!(
+                loop_ = n,
+                request = request.id,
+                "request of a failed batch is locked or was dealt with meanwhile; its attempt is not counted"
+            ),
+            Err(e) => tracing::warn!(loop_ = n, request = request.id, error = %e,
+                "cannot count the failed attempt of a request that broke its batch"),
+        }
+    }
+
     /// One batch of up to `limit`, then its contended requests again after
     /// jittered backoffs (no transaction open while sleeping); those still
     /// contended after the last try go back to the queue. Returns (claimed,
-    /// finished).
-    async fn process_once(&self, limit: i64) -> Result<(usize, usize), sqlx::Error> {
-        let first = batch::run(&self.pool, Claim::Next(limit), self.config.strategy, &self.metrics).await?;
+    /// finished). `in_hand` says which requests the batch that failed held
+    /// (see [`batch::run`]).
+    async fn process_once(&self, limit: i64, in_hand: &mut Vec<batch::InHand>) -> Result<(usize, usize), sqlx::Error> {
+        let first = batch::run(&self.pool, Claim::Next(limit), self.config.strategy, &self.metrics, in_hand).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -227,9 +262,8 @@ impl Worker {
             }
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
-            let report =
-                batch::run(&self.pool, Claim::Retry { ids: &contended, requeue }, self.config.strategy, &self.metrics)
-                    .await?;
+            let claim = Claim::Retry { ids: &contended, requeue };
+            let report = batch::run(&self.pool, claim, self.config.strategy, &self.metrics, in_hand).await?;
             finished += report.finished;
             contended = report.contended;
         }

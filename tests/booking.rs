@@ -4,7 +4,7 @@ mod common;
 
 use chrono::Utc;
 use common::{TestDb, code, hold};
-use seatq::{BookingRef, Request, SeatRequest, Status};
+use seatq::{BookingRef, NewRequest, Request, SeatRequest, Status};
 
 /// 60 seats, six to a row: class 1 = seats 1-19, class 2 = 20-49, class 3 = 50-60;
 /// cheapest of class 3 are 56-60.
@@ -192,6 +192,113 @@ async fn unknown_event_and_unknown_kind() {
     let r = db.client.status(id).await.unwrap();
     assert_eq!((r.status, code(&r)), (Status::Failed, "unknown_kind"));
     assert!(r.error_message.as_deref().unwrap().contains("reserve"));
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+/// The cheapest seat of a class: the one a cheapest-first request gets first.
+async fn cheapest_seat(db: &TestDb, event: i64, class: i16) -> i32 {
+    sqlx::query_scalar(
+        "SELECT seat_no FROM seatq.seats WHERE event_id = $1 AND class = $2 ORDER BY price_cents, seat_no LIMIT 1",
+    )
+    .bind(event)
+    .bind(class)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_named_seat_claimed_first_is_not_lost_to_a_later_cheapest_first_request_of_the_same_batch() {
+    let db = TestDb::new().await;
+    let ev = event(&db).await;
+    // Older first: the named book, then a cheapest-first book that wants the same seat.
+    let seat = cheapest_seat(&db, ev, 3).await;
+    let older = NewRequest::from(Request::Book(SeatRequest::named(ev, vec![seat], "ann")));
+    let newer = NewRequest::from(Request::Book(hold(ev, 3, 1, "bob")));
+    // Higher priority first, though enqueued later.
+    let seat_1 = cheapest_seat(&db, ev, 1).await;
+    let low = NewRequest::from(Request::Book(hold(ev, 1, 1, "cat")));
+    let high =
+        NewRequest { priority: 5, ..NewRequest::from(Request::Book(SeatRequest::named(ev, vec![seat_1], "dan"))) };
+    let ids = db.client.enqueue_many(&[older, newer, low, high]).await.unwrap();
+    db.drain().await; // one batch: the drain claims up to 100
+
+    let mut r = Vec::new();
+    for id in &ids {
+        r.push(db.client.status(*id).await.unwrap());
+    }
+    let [ann, bob, cat, dan] = &r[..] else { unreachable!() };
+    for r in &r {
+        assert_eq!(r.status, Status::Succeeded, "{r:?}");
+    }
+    assert_eq!(seats_of(ann), [seat], "the older named request keeps its seat");
+    assert!(!seats_of(bob).contains(&seat), "{bob:?}");
+    assert_eq!(seats_of(dan), [seat_1], "the higher-priority named request keeps its seat");
+    assert!(!seats_of(cat).contains(&seat_1), "{cat:?}");
+    assert_eq!(db.seats_taken(ev).await, 4);
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Five", 5, 6).await.unwrap();
+    let booking = db.run(Request::Book(hold(ev, 1, 5, "ann"))).await.booking().unwrap().booking;
+    assert_eq!(db.seats_taken(ev).await, 5, "sold out");
+
+    let cancel = Request::Cancel(BookingRef { booking, customer: "ann".into() });
+    let ids = db.client.enqueue_many(&[cancel.into(), Request::Hold(hold(ev, 1, 2, "bob")).into()]).await.unwrap();
+    db.drain().await; // one batch
+    let cancelled = db.client.status(ids[0]).await.unwrap();
+    assert_eq!(cancelled.booking().map(|b| b.state), Some("cancelled".into()), "{cancelled:?}");
+    let held = db.client.status(ids[1]).await.unwrap();
+    assert_eq!(held.status, Status::Succeeded, "{held:?}");
+    assert_eq!(seats_of(&held).len(), 2);
+    assert_eq!(db.seats_taken(ev).await, 2);
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_queued() {
+    use seatq_worker::batch::{self, Claim, MAX_ONE_BY_ONE};
+    let db = TestDb::new().await;
+    let ev = event(&db).await;
+    // One named request more than a batch processes one at a time, then a
+    // cheapest-first one: the last two claimed must be the two left over.
+    let mut requests: Vec<NewRequest> = (1..=MAX_ONE_BY_ONE as i32 + 1)
+        .map(|seat| Request::Book(SeatRequest::named(ev, vec![seat], format!("c{seat}"))).into())
+        .collect();
+    requests.push(Request::Book(hold(ev, 3, 1, "last")).into());
+    let ids = db.client.enqueue_many(&requests).await.unwrap();
+
+    let metrics = seatq_worker::metrics::Metrics::default();
+    let strategy = seatq_worker::Strategy::SkipLocked;
+    let report = batch::run(
+        &db.pool,
+        Claim::Next(100),
+        seatq_worker::cheapest::Taking::plain(strategy),
+        &metrics,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((report.claimed, report.finished), (ids.len(), MAX_ONE_BY_ONE));
+    let mut statuses = Vec::new();
+    for id in &ids {
+        statuses.push(db.client.status(*id).await.unwrap().status);
+    }
+    let (done, left) = statuses.split_at(MAX_ONE_BY_ONE);
+    assert!(done.iter().all(|s| *s == Status::Succeeded), "{statuses:?}");
+    assert_eq!(left, [Status::Queued, Status::Queued], "only the latest claimed wait for the next batch");
+
+    db.drain().await;
+    for id in &ids {
+        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
+    }
+    assert_eq!(db.seats_taken(ev).await, ids.len() as i64);
     db.assert_invariants(true).await;
     db.close().await;
 }

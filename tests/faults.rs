@@ -1,5 +1,5 @@
 //! Faults, with real `seatq-worker` processes: workers SIGKILLed mid-batch or
-//! frozen, random kills under load. Nothing may be lost, doubled or left half
+//! frozen, random kills under load, a request that breaks its connection. Nothing may be lost, doubled or left half
 //! done. The recovery times are printed (run with `--nocapture`); they are
 //! measured here, never asserted.
 
@@ -168,6 +168,50 @@ async fn random_sigkills_under_load_lose_nothing() {
     for event in events {
         assert_eq!(db.seats_taken(event).await, db.seats_granted(event).await, "seats taken = seats granted");
     }
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_breaks_its_connection_ends_dead_and_the_rest_succeed() {
+    // The request ends its own database session mid-batch, so its whole batch
+    // fails; claiming one at a time afterwards, the worker finds it out and
+    // counts its attempts like any failure's.
+    let db = TestDb::new().await;
+    let event = db.client.add_event("E", 60, 6).await.unwrap();
+    let mut batch: Vec<NewRequest> =
+        (0..6).map(|n| Request::Book(hold(event, 3, 1, &format!("c{n}"))).into()).collect();
+    batch.insert(3, Request::Book(hold(event, 3, 1, "fault:terminate")).into());
+    let ids = db.client.enqueue_many(&batch).await.unwrap();
+    let poison = ids[3];
+    // Two attempts, then dead (the default is five).
+    sqlx::query("UPDATE seatq.requests SET max_attempts = 2").execute(&db.pool).await.unwrap();
+    let args = ["--concurrency", "1", "--batch-size", "16", "--poll-ms", "100"];
+    let worker = WorkerProcess::start(&db, "breaker", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
+
+    // Retry delays (seconds) are skipped by moving run_at.
+    let dead = eventually(Duration::from_secs(60), || async {
+        sqlx::query("UPDATE seatq.requests SET run_at = now() WHERE id = $1 AND status = 'queued'")
+            .bind(poison)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        db.client.status(poison).await.unwrap().status == Status::Dead
+    })
+    .await;
+    let r = db.client.status(poison).await.unwrap();
+    assert!(dead, "a request that breaks its batch must end dead: {r:?}");
+    assert_eq!((code(&r), r.attempts), ("internal", 2), "{r:?}");
+    let message = r.error_message.as_deref().unwrap_or_default();
+    assert!(message.contains("attempt 2 of 2") && message.contains("batch failed"), "{r:?}");
+
+    assert!(eventually(Duration::from_secs(60), || async { unfinished(&db, &ids).await == 0 }).await);
+    for id in ids.iter().filter(|id| **id != poison) {
+        let r = db.client.status(*id).await.unwrap();
+        assert_eq!((r.status, r.attempts), (Status::Succeeded, 0), "the requests around it are unharmed: {r:?}");
+    }
+    assert_eq!(db.seats_taken(event).await, 6, "the dead request took no seats");
+    assert_eq!(worker.wait_exit_after_term(), Some(0));
     db.assert_invariants(true).await;
     db.close().await;
 }

@@ -14,6 +14,11 @@ use tokio::time::Instant;
 /// it counts as a failed attempt and is retried.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most hours `prune --older-than-hours` takes (over a century): hours × 3600
+/// must not overflow, or a huge value would wrap to a tiny age and prune
+/// recent requests.
+const MAX_HOURS: u64 = 1_000_000;
+
 /// seatq: a seat-booking queue in PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(version)]
@@ -115,8 +120,8 @@ enum Command {
     /// Delete finished requests older than the given age now (workers also do this every minute,
     /// for requests older than their --retention-hours).
     Prune {
-        /// Age in hours.
-        #[arg(long, default_value_t = 7 * 24)]
+        /// Age in hours (at most 1000000).
+        #[arg(long, default_value_t = 7 * 24, value_parser = clap::value_parser!(u64).range(0..=MAX_HOURS))]
         older_than_hours: u64,
     },
 }

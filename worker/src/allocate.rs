@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use seatq::outcome::{BookingResult, ErrorCode, SeatInfo};
 use seatq::request::{BookingRef, Request, SeatRequest};
-use seatq::sql::{allocation, bookings};
+use seatq::sql::{allocation, bookings, fault as fault_sql};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
 use crate::Strategy;
-use crate::cheapest::{self, Wanted};
+use crate::cheapest::{self, Taking, Wanted};
 use crate::fault::{self, Fault};
 
 /// How many adjacent blocks a `together` request tries to lock before it
@@ -56,10 +56,13 @@ pub async fn process(
         Some(Fault::Error) => return Err(ProcessError::Internal("injected fault: unexpected error".into())),
         Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
         Some(Fault::Slow) => tokio::time::sleep(fault::SLOW).await,
+        Some(Fault::Terminate) => {
+            sqlx::query(fault_sql::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
+        }
         None => {}
     }
     if let Some(wanted) = Wanted::of(request_id, request) {
-        let mut decisions = cheapest::allocate(conn, &[wanted], strategy, 0.0).await?;
+        let mut decisions = cheapest::allocate(conn, &[wanted], Taking::plain(strategy)).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {

@@ -1,8 +1,9 @@
-//! One batch: claim up to B requests, allocate the cheapest-first ones
-//! together (under one savepoint) and the rest one per savepoint, record
-//! every outcome, commit once. Seat changes and outcomes commit together, so
-//! a crash leaves neither; the claim is the row lock, so a dead worker's
-//! requests are free again the moment its connection goes.
+//! One batch: claim up to B requests, process them in claim order (each run
+//! of consecutive cheapest-first ones together under one savepoint, the rest
+//! one per savepoint), record every outcome, commit once. Seat changes and
+//! outcomes commit together, so a crash leaves neither; the claim is the row
+//! lock, so a dead worker's requests are free again the moment its
+//! connection goes.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -14,19 +15,22 @@ use seatq::outcome::ErrorCode;
 use seatq::request::Request;
 use seatq::sql::queue;
 use serde_json::{Value, json};
+use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
 use crate::allocate::{self, Decision, ProcessError};
+use crate::cheapest::Taking;
 use crate::cheapest::{self, Wanted};
 use crate::fault;
 use crate::metrics::Metrics;
 use crate::retry::Jitter;
 
-/// Most requests a batch processes one at a time, each under its own
-/// savepoint: a request may use two subtransaction ids, and past 64 in one
-/// transaction PostgreSQL's per-backend subtransaction cache overflows, which
-/// slows every snapshot on the server. Further ones wait for the next batch.
+/// Most savepoints a batch takes: one per request processed alone, one per
+/// run of cheapest-first requests. A savepoint may use two subtransaction
+/// ids, and past 64 in one transaction PostgreSQL's per-backend
+/// subtransaction cache overflows, which slows every snapshot on the server.
+/// The requests claimed after the last one processed wait for the next batch.
 pub const MAX_ONE_BY_ONE: usize = 32;
 
 /// Which requests a batch claims.
@@ -51,6 +55,15 @@ pub struct Report {
     pub contended: HashMap<i64, i32>,
 }
 
+/// A request a batch claimed: enough to count a failed attempt for it if the
+/// whole batch fails (see [`record_failed_attempt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InHand {
+    pub id: i64,
+    /// Failed attempts when claimed.
+    pub attempts: i32,
+}
+
 /// A claimed request row.
 #[derive(sqlx::FromRow)]
 struct Claimed {
@@ -61,16 +74,18 @@ struct Claimed {
     max_attempts: i32,
 }
 
-/// Run one batch transaction. `start` is where among the cheapest seats of
-/// a class the batch begins (see [`cheapest::allocate`]).
+/// Run one batch transaction, taking seats as `taking` says. `in_hand` is set to the requests it claims and
+/// emptied once their outcomes commit, so if the batch fails, or is dropped
+/// mid-way (a timeout), it says which requests were in it.
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
-    strategy: Strategy,
-    start: f64,
+    taking: Taking<'_>,
     metrics: &Metrics,
+    in_hand: &mut Vec<InHand>,
 ) -> Result<Report, sqlx::Error> {
-    let mut tx = match strategy {
+    in_hand.clear();
+    let mut tx = match taking.strategy {
         Strategy::Serializable => pool.begin_with(queue::BEGIN_SERIALIZABLE).await?,
         _ => pool.begin().await?,
     };
@@ -81,6 +96,7 @@ pub async fn run(
             sqlx::query_as(queue::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
         }
     };
+    in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
     let mut report = Report { claimed: rows.len(), ..Report::default() };
     if rows.is_empty() {
         tx.rollback().await?;
@@ -89,77 +105,60 @@ pub async fn run(
     if matches!(claim, Claim::Next(_)) {
         metrics.batch(rows.len());
     }
-    let retries_of = |id: i64| match &claim {
-        Claim::Retry { ids, .. } => ids.get(&id).copied().unwrap_or_default(),
-        Claim::Next(_) => 0,
-    };
 
     let mut outcomes = Vec::with_capacity(rows.len());
     let mut decoded = Vec::with_capacity(rows.len());
     for row in &rows {
         match Request::decode(&row.kind, &row.payload) {
             Ok(request) => decoded.push((row, request)),
-            Err(e) => outcomes.push(failed(row.id, e.code(), &e.to_string(), retries_of(row.id))),
+            Err(e) => outcomes.push(failed(row.id, e.code(), &e.to_string(), retries_of(&claim, row.id))),
         }
     }
-    // Cheapest-first holds and bookings: all at once, under one savepoint.
-    let (cheap, mut one_by_one): (Vec<_>, Vec<_>) = decoded
-        .iter()
-        .partition(|(row, request)| Wanted::of(row.id, request).is_some() && fault::injected(request).is_none());
-    if !cheap.is_empty() {
-        let wanted: Vec<Wanted> = cheap.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
-        let mut savepoint = tx.begin().await?;
-        let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy, start))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
-        match result {
-            Ok(decisions) => {
+    // In claim order: each run of consecutive cheapest-first holds and
+    // bookings at once, under one savepoint; every other request alone, under
+    // its own. So a request never loses seats to one claimed after it, and
+    // sees the seats an earlier cancel gave back.
+    let mut savepoints = 0;
+    let mut rest = decoded.as_slice();
+    'runs: while let Some(first) = rest.first() {
+        let cheap = is_cheap(first);
+        let (run, after) = rest.split_at(rest.iter().take_while(|d| is_cheap(d) == cheap).count());
+        rest = after;
+        if cheap {
+            // Past MAX_ONE_BY_ONE savepoints, this run and every request
+            // claimed after it stay queued for the next batch.
+            if savepoints == MAX_ONE_BY_ONE {
+                break;
+            }
+            savepoints += 1;
+            if allocate_run(&mut tx, run, taking, &claim, &mut outcomes, &mut report).await? {
+                continue;
+            }
+        }
+        for (row, request) in run {
+            // Past MAX_ONE_BY_ONE savepoints, likewise.
+            if savepoints == MAX_ONE_BY_ONE {
+                break 'runs;
+            }
+            savepoints += 1;
+            let retries = retries_of(&claim, row.id);
+            let mut savepoint = tx.begin().await?;
+            // A panic while processing one request fails that request
+            // (counted as an attempt), not the worker or the rest of the batch.
+            let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, taking.strategy))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+            // Every ending but Done gives the request's seat changes back. If
+            // even that fails, the connection is gone: the whole batch rolls
+            // back and its requests return to the queue untouched.
+            if let Ok(Decision::Done(_)) = result {
                 savepoint.commit().await?;
-                for ((row, _), decision) in cheap.into_iter().zip(decisions) {
-                    let outcome = outcome(row, Ok(decision), &claim, retries_of(row.id), &mut report);
-                    outcomes.extend(outcome);
-                }
-            }
-            Err(e) => {
+            } else {
                 savepoint.rollback().await?;
-                if let ProcessError::Db(db) = &e
-                    && allocate::is_contention(db)
-                {
-                    // A NOWAIT lock or a serialization failure: every one of
-                    // them tries again.
-                    for (row, _) in cheap {
-                        outcomes.extend(outcome(row, Ok(Decision::Contended), &claim, retries_of(row.id), &mut report));
-                    }
-                } else {
-                    // Something unexpected: find out which request it was by
-                    // processing them one at a time.
-                    tracing::warn!(error = %e, requests = cheap.len(), "batch allocation failed; one at a time");
-                    one_by_one.extend(cheap);
-                }
             }
+            outcomes.extend(outcome(row, result, &claim, retries, &mut report));
         }
-    }
-    // Everything else, one request per savepoint. Past MAX_ONE_BY_ONE, the
-    // rest stay queued for the next batch (subtransaction cache).
-    for (row, request) in one_by_one.into_iter().take(MAX_ONE_BY_ONE) {
-        let retries = retries_of(row.id);
-        let mut savepoint = tx.begin().await?;
-        // A panic while processing one request fails that request (counted
-        // as an attempt), not the worker or the rest of the batch.
-        let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, strategy))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
-        // Every ending but Done gives the request's seat changes back. If even
-        // that fails, the connection is gone: the whole batch rolls back and
-        // its requests return to the queue untouched.
-        if let Ok(Decision::Done(_)) = result {
-            savepoint.commit().await?;
-        } else {
-            savepoint.rollback().await?;
-        }
-        outcomes.extend(outcome(row, result, &claim, retries, &mut report));
     }
 
     for o in &outcomes {
@@ -175,12 +174,99 @@ pub async fn run(
         sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
+    in_hand.clear();
     for (kind, outcome, latency) in &finished {
         metrics.finished(kind, outcome, *latency);
     }
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
     Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
+}
+
+/// Count a failed attempt for a request whose whole batch failed (its
+/// outcome was never recorded), in a transaction of its own: back to the
+/// queue after a backoff, or `dead` after `max_attempts`, keeping `error`.
+/// Does nothing (false) if the request is no longer queued with the attempts
+/// it was claimed with (the batch did commit, or another worker dealt with
+/// it), or is locked (by a failed transaction not yet ended, or a worker that
+/// claimed it since).
+pub async fn record_failed_attempt(
+    pool: &PgPool,
+    request: InHand,
+    error: &str,
+    metrics: &Metrics,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let rows: Vec<Claimed> = sqlx::query_as(queue::CLAIM_BY_IDS).bind([request.id]).fetch_all(&mut *tx).await?;
+    let Some(row) = rows.iter().find(|r| r.attempts == request.attempts) else {
+        tx.rollback().await?;
+        return Ok(false);
+    };
+    let outcome = transient(row, &format!("its batch failed: {error}"), 0);
+    let finished: Vec<(String, String, f64)> =
+        sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    for (kind, outcome, latency) in &finished {
+        metrics.finished(kind, outcome, *latency);
+    }
+    Ok(true)
+}
+
+/// Contention retries so far of a claimed request.
+fn retries_of(claim: &Claim<'_>, id: i64) -> i32 {
+    match claim {
+        Claim::Retry { ids, .. } => ids.get(&id).copied().unwrap_or_default(),
+        Claim::Next(_) => 0,
+    }
+}
+
+/// Is this a cheapest-first hold or book, allocated a run at a time? (An
+/// injected fault is processed alone, so that it fires.)
+fn is_cheap((row, request): &(&Claimed, Request)) -> bool {
+    Wanted::of(row.id, request).is_some() && fault::injected(request).is_none()
+}
+
+/// Allocate a run of cheapest-first requests at once, under one savepoint,
+/// adding their outcomes. False if it failed unexpectedly: the run's seat
+/// changes are rolled back and the caller processes it one request at a
+/// time, to find out which request it was.
+async fn allocate_run(
+    tx: &mut PgConnection,
+    run: &[(&Claimed, Request)],
+    taking: Taking<'_>,
+    claim: &Claim<'_>,
+    outcomes: &mut Vec<Value>,
+    report: &mut Report,
+) -> Result<bool, sqlx::Error> {
+    let wanted: Vec<Wanted> = run.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
+    let mut savepoint = tx.begin().await?;
+    let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, taking))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+    match result {
+        Ok(decisions) => {
+            savepoint.commit().await?;
+            for ((row, _), decision) in run.iter().zip(decisions) {
+                outcomes.extend(outcome(row, Ok(decision), claim, retries_of(claim, row.id), report));
+            }
+            Ok(true)
+        }
+        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => {
+            // A NOWAIT lock or a serialization failure: every one of them
+            // tries again.
+            savepoint.rollback().await?;
+            for (row, _) in run {
+                outcomes.extend(outcome(row, Ok(Decision::Contended), claim, retries_of(claim, row.id), report));
+            }
+            Ok(true)
+        }
+        Err(e) => {
+            savepoint.rollback().await?;
+            tracing::warn!(error = %e, requests = run.len(), "batch allocation failed; one at a time");
+            Ok(false)
+        }
+    }
 }
 
 /// The outcome to record for one processed request, if any: a contended

@@ -5,7 +5,9 @@
 //! inside its batch transaction (for killing a worker mid-batch), and one
 //! whose customer is `fault:slow` pauses for [`SLOW`] inside its batch
 //! transaction and then is processed normally (for signalling a worker
-//! mid-batch). Without the variable, such customers are ordinary names.
+//! mid-batch), and one whose customer is `fault:terminate` ends its own
+//! database session, failing its whole batch (as a request that breaks its
+//! connection would). Without the variable, such customers are ordinary names.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -20,6 +22,8 @@ pub enum Fault {
     Hang,
     /// Pause for [`SLOW`], then carry on.
     Slow,
+    /// End the batch's database session.
+    Terminate,
 }
 
 /// How long a `fault:slow` request pauses inside its batch.
@@ -43,6 +47,7 @@ pub fn injected(request: &Request) -> Option<Fault> {
         "fault:error" => Some(Fault::Error),
         "fault:hang" => Some(Fault::Hang),
         "fault:slow" => Some(Fault::Slow),
+        "fault:terminate" => Some(Fault::Terminate),
         _ => None,
     }
 }

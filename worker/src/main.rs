@@ -8,6 +8,11 @@ use seatq_worker::{Config, Worker};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+/// Most hours `--retention-hours` takes (over a century): hours × 3600 must
+/// not overflow, or a huge value would wrap to a tiny age and prune recent
+/// requests.
+const MAX_HOURS: u64 = 1_000_000;
+
 /// Claim seatq booking requests and allocate seats.
 #[derive(Debug, Parser)]
 #[command(version)]
@@ -41,8 +46,9 @@ struct Args {
     /// Serve Prometheus /metrics and /healthz on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "SEATQ_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
-    /// Delete finished requests older than this many hours (0 keeps them).
-    #[arg(long, env = "SEATQ_RETENTION_HOURS", default_value_t = 7 * 24)]
+    /// Delete finished requests older than this many hours (0 keeps them; at most 1000000).
+    #[arg(long, env = "SEATQ_RETENTION_HOURS", default_value_t = 7 * 24,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_HOURS))]
     retention_hours: u64,
     /// On SIGTERM/SIGINT, give the batches in hand this long to finish.
     #[arg(long, env = "SEATQ_SHUTDOWN_GRACE_SECS", default_value_t = 30)]

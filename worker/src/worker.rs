@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::batch::{self, Claim};
+use crate::cheapest::{Cursors, Taking};
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
 use crate::retry::Jitter;
@@ -26,6 +27,8 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     /// Where `/metrics` is served, taken by `run`.
     metrics_listener: Arc<Mutex<Option<TcpListener>>>,
+    /// Where the process's batches take the cheapest seats next.
+    cursors: Arc<Cursors>,
 }
 
 impl Worker {
@@ -78,7 +81,7 @@ impl Worker {
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
         config.concurrency = config.concurrency.max(1);
-        Worker { pool, config, metrics: Arc::default(), metrics_listener: Arc::default() }
+        Worker { pool, config, metrics: Arc::default(), metrics_listener: Arc::default(), cursors: Arc::default() }
     }
 
     /// Serve `/metrics` and `/healthz` on this listener while running.
@@ -136,7 +139,8 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) = self.process_once(self.config.batch_size, self.config.lane_offset).await?;
+            let (claimed, done) =
+                self.process_once(self.config.batch_size, self.config.lane_offset, &mut Vec::new()).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -159,39 +163,69 @@ impl Worker {
     }
 
     async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
-        // Each loop starts at its own place among the cheapest seats of a class.
+        // Each loop starts at its own place among the cheapest seats of a
+        // class, where the process has no cursor yet.
         let start = (self.config.lane_offset + n as f64 / self.config.concurrency.max(1) as f64).fract();
-        let mut errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+        let mut pauses = Pauses::new();
         // After a failed batch, claim one request at a time for a while, so a
-        // request that breaks its connection holds up only itself.
+        // request that breaks its connection holds up only itself, and is
+        // found out: its attempt is then counted (see below).
         let mut careful: usize = 0;
+        let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
             wake.borrow_and_update();
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, start)).await;
+            let result =
+                tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, start, &mut in_hand)).await;
             match result {
-                Ok(Ok((claimed, _))) if claimed as i64 >= limit => continue,
-                Ok(Ok(_)) => errors = Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
+                Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
+                    pauses.committed();
+                    continue;
+                }
+                Ok(Ok(_)) => pauses = Pauses::new(),
                 // A serialization failure at commit (--strategy serializable):
-                // contention, not a fault; go again at once.
+                // contention, not a fault; go again after a short pause.
                 Ok(Err(e)) if crate::allocate::is_contention(&e) => {
                     Metrics::add(&self.metrics.contention_retries, 1);
+                    let delay = pauses.contended();
+                    tracing::debug!(loop_ = n, error = %e, retry_in = ?delay, "batch collided with another; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = tokio::time::sleep(delay) => {}
+                    }
                     continue;
                 }
                 Ok(Err(_)) | Err(_) => {
-                    let delay = errors.next_delay();
-                    match result {
-                        Ok(Err(e)) => tracing::warn!(loop_ = n, error = %e, retry_in = ?delay,
-                            "batch failed and rolled back; its requests stay queued"),
-                        _ => tracing::warn!(loop_ = n, retry_in = ?delay,
-                            "batch timed out; giving up its connection, its requests stay queued"),
-                    }
+                    let delay = pauses.failed();
+                    let error = match result {
+                        Ok(Err(e)) => {
+                            tracing::warn!(loop_ = n, error = %e, retry_in = ?delay,
+                                "batch failed and rolled back; its requests stay queued");
+                            e.to_string()
+                        }
+                        _ => {
+                            tracing::warn!(loop_ = n, retry_in = ?delay,
+                                "batch timed out; giving up its connection, its requests stay queued");
+                            format!("timed out after {:?}", self.config.batch_timeout)
+                        }
+                    };
                     Metrics::add(&self.metrics.batch_errors, 1);
                     careful = self.config.batch_size as usize;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}
+                    }
+                    // Claiming one at a time, the batch held one request, so
+                    // that request broke it: count the attempt, so it is
+                    // retried with backoff and ends `dead` like any failing
+                    // request rather than being retried for ever. After the
+                    // pause, so that the failed transaction has ended (a row
+                    // it still locks is skipped, not waited for).
+                    if limit == 1
+                        && let Some(&request) = in_hand.first()
+                    {
+                        self.record_failed_attempt(n, request, &error).await;
                     }
                     continue;
                 }
@@ -205,13 +239,34 @@ impl Worker {
         tracing::debug!(loop_ = n, "batch loop stopped");
     }
 
+    /// Count a failed attempt for a request that broke its batch; a failure
+    /// to do so is only logged (the request stays queued, uncounted).
+    async fn record_failed_attempt(&self, n: usize, request: batch::InHand, error: &str) {
+        match batch::record_failed_attempt(&self.pool, request, error, &self.metrics).await {
+            Ok(true) => {}
+            Ok(false) => tracing::info!(
+                loop_ = n,
+                request = request.id,
+                "request of a failed batch is locked or was dealt with meanwhile; its attempt is not counted"
+            ),
+            Err(e) => tracing::warn!(loop_ = n, request = request.id, error = %e,
+                "cannot count the failed attempt of a request that broke its batch"),
+        }
+    }
+
     /// One batch of up to `limit`, then its contended requests again after
     /// jittered backoffs (no transaction open while sleeping); those still
     /// contended after the last try go back to the queue. Returns (claimed,
-    /// finished). `start`: see [`batch::run`].
-    async fn process_once(&self, limit: i64, start: f64) -> Result<(usize, usize), sqlx::Error> {
-        let strategy = self.config.strategy;
-        let first = batch::run(&self.pool, Claim::Next(limit), strategy, start, &self.metrics).await?;
+    /// finished). `in_hand` says which requests the batch that failed held
+    /// (see [`batch::run`]); `start`, see [`Taking`].
+    async fn process_once(
+        &self,
+        limit: i64,
+        start: f64,
+        in_hand: &mut Vec<batch::InHand>,
+    ) -> Result<(usize, usize), sqlx::Error> {
+        let taking = Taking { strategy: self.config.strategy, start, cursors: Some(&self.cursors) };
+        let first = batch::run(&self.pool, Claim::Next(limit), taking, &self.metrics, in_hand).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -222,11 +277,48 @@ impl Worker {
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
             let claim = Claim::Retry { ids: &contended, requeue };
-            let report = batch::run(&self.pool, claim, strategy, start, &self.metrics).await?;
+            let report = batch::run(&self.pool, claim, taking, &self.metrics, in_hand).await?;
             finished += report.finished;
             contended = report.contended;
         }
         Ok((first.claimed, finished))
+    }
+}
+
+/// A batch loop's pauses after batches that did not go through: jittered,
+/// and growing while such batches follow one another.
+struct Pauses {
+    /// After a failed or timed-out batch; from the start again once the
+    /// loop catches up with the queue.
+    errors: Jitter,
+    /// After a serialization failure at commit; from the start again after
+    /// any batch that commits.
+    contention: Jitter,
+}
+
+impl Pauses {
+    fn new() -> Pauses {
+        Pauses {
+            errors: Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
+            contention: Jitter::contention(),
+        }
+    }
+
+    /// After a serialization failure at commit. Short, since the transactions
+    /// it collided with take milliseconds; but never none, or loops that
+    /// collided go round together and collide again.
+    fn contended(&mut self) -> Duration {
+        self.contention.next_delay()
+    }
+
+    /// After a failed or timed-out batch.
+    fn failed(&mut self) -> Duration {
+        self.errors.next_delay()
+    }
+
+    /// After a batch that committed.
+    fn committed(&mut self) {
+        self.contention = Jitter::contention();
     }
 }
 
@@ -293,5 +385,21 @@ async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationTo
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contention_at_commit_backs_off_and_a_commit_starts_again() {
+        let mut pauses = Pauses::new();
+        let delays: Vec<Duration> = (0..10).map(|_| pauses.contended()).collect();
+        assert!(delays.iter().all(|d| !d.is_zero()), "never straight back round: {delays:?}");
+        assert!(delays[9] > delays[0], "growing: {delays:?}");
+        assert!(delays[9] <= Duration::from_millis(150), "short: {delays:?}");
+        pauses.committed();
+        assert!(pauses.contended() <= Duration::from_millis(3), "from the start again after a commit");
     }
 }

@@ -22,3 +22,19 @@ fn documents_its_settings() {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
 }
+
+#[test]
+fn refuses_a_retention_so_long_that_it_would_overflow() {
+    // 2^64 / 3600 + 1 hours: in seconds it would wrap to a tiny age.
+    let huge = (u64::MAX / 3600 + 1).to_string();
+    for hours in [huge.as_str(), "1000001"] {
+        // A bad URL, so that a worker that took the value would exit at once.
+        let out = Command::new(env!("CARGO_BIN_EXE_seatq-worker"))
+            .args(["--database-url", "not-a-url", "--retention-hours", hours])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--retention-hours") && stderr.contains("0..=1000000"), "{stderr}");
+    }
+}

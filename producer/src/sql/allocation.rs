@@ -17,7 +17,8 @@ macro_rules! lock_cheapest {
         concat!(
             "
 SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
+       NULL::int AS level_price, NULL::int AS from_seat
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 LEFT JOIN LATERAL (
@@ -38,20 +39,25 @@ ORDER BY g.ord, s.price_cents, s.seat_no"
 
 /// The default: lock what you can, skipping seats in-flight transactions
 /// hold. As [`LOCK_CHEAPEST_WAIT`] and the others, with one difference: within
-/// the cheapest price level, group k starts at fraction $4[k] of the level's
-/// seat numbers and wraps around, then goes on to dearer levels. Every seat of
-/// a level costs the same, so cheapest-first holds; but concurrent batches
-/// with different starts take different seats instead of all stepping over
-/// the same locked ones at the head of the index (each skip is a lock-manager
-/// call, about a microsecond: 32 batches of a hot event spent most of their
-/// time there). A start of 0 takes the lowest seat numbers first.
+/// the cheapest price level, group k starts at seat $5[k] when that lies in
+/// the level (the worker's cursor, see worker/src/cheapest.rs), else at
+/// fraction $4[k] of the level's seat numbers, and wraps around, then goes on
+/// to dearer levels. Every seat of a level costs the same, so cheapest-first
+/// holds; but concurrent batches take different seats instead of all
+/// stepping over the same locked ones at the head of the index (each skip is
+/// a lock-manager call: 32 batches on one hot event spent most of their time
+/// there). Each row also gives the level's price and where the group started.
 pub const LOCK_CHEAPEST: &str = "
 SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
-FROM unnest($1::bigint[], $2::smallint[], $3::int[], $4::float8[]) WITH ORDINALITY AS g(event_id, class, need, start, ord)
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
+       level.price AS level_price, level.from_seat
+FROM unnest($1::bigint[], $2::smallint[], $3::int[], $4::float8[], $5::int[])
+    WITH ORDINALITY AS g(event_id, class, need, start, hint, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 LEFT JOIN LATERAL (
-    SELECT lo.price, lo.first + floor(g.start * (hi.last - lo.first + 1))::int AS from_seat
+    SELECT lo.price,
+           CASE WHEN g.hint BETWEEN lo.first AND hi.last THEN g.hint
+                ELSE lo.first + floor(g.start * (hi.last - lo.first + 1))::int END AS from_seat
     FROM (
         SELECT price_cents AS price, seat_no AS first
         FROM seatq.seats

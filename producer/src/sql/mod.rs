@@ -8,6 +8,7 @@ pub mod allocation;
 pub mod bench;
 pub mod bookings;
 pub mod expiry;
+pub mod fault;
 pub mod inventory;
 pub mod operations;
 pub mod queue;

@@ -168,16 +168,14 @@ pub async fn run(
             report.finished += 1;
         }
     }
-    let finished: Vec<(String, String, f64)> = if outcomes.is_empty() {
+    let finished: Vec<Finished> = if outcomes.is_empty() {
         Vec::new()
     } else {
         sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
     in_hand.clear();
-    for (kind, outcome, latency) in &finished {
-        metrics.finished(kind, outcome, *latency);
-    }
+    announce(pool, &finished, metrics).await;
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
     Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
@@ -203,13 +201,36 @@ pub async fn record_failed_attempt(
         return Ok(false);
     };
     let outcome = transient(row, &format!("its batch failed: {error}"), 0);
-    let finished: Vec<(String, String, f64)> =
+    let finished: Vec<Finished> =
         sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
     tx.commit().await?;
-    for (kind, outcome, latency) in &finished {
-        metrics.finished(kind, outcome, *latency);
-    }
+    announce(pool, &finished, metrics).await;
     Ok(true)
+}
+
+/// A request given a terminal outcome, as [`queue::RECORD_OUTCOMES`] reports it.
+#[derive(sqlx::FromRow)]
+struct Finished {
+    id: i64,
+    kind: String,
+    outcome: String,
+    latency_secs: f64,
+}
+
+/// After the outcomes commit: count them, and wake the clients waiting on
+/// them (see [`queue::NOTIFY_DONE`] for why not inside the batch). NOTIFY is
+/// a hint: if it fails, clients still find the outcome when they poll.
+async fn announce(pool: &PgPool, finished: &[Finished], metrics: &Metrics) {
+    if finished.is_empty() {
+        return;
+    }
+    for f in finished {
+        metrics.finished(&f.kind, &f.outcome, f.latency_secs);
+    }
+    let ids: Vec<i64> = finished.iter().map(|f| f.id).collect();
+    if let Err(e) = sqlx::query(queue::NOTIFY_DONE).bind(&ids).execute(pool).await {
+        tracing::warn!(error = %e, requests = ids.len(), "could not notify waiting clients; they will poll");
+    }
 }
 
 /// Contention retries so far of a claimed request.

@@ -264,7 +264,7 @@ async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Re
 
 /// Enqueue `requests` at `rate` per second, a small transaction every 10 ms.
 async fn stream(pool: PgPool, requests: Vec<(&'static str, Value)>, rate: f64) -> anyhow::Result<()> {
-    let tick = Duration::from_millis(10);
+    let tick = Duration::from_millis(2);
     let started = Instant::now();
     let mut sent = 0;
     let mut interval = tokio::time::interval(tick);

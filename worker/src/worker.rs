@@ -8,7 +8,7 @@ use seatq::sql::queue;
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -103,10 +103,10 @@ impl Worker {
     /// Process requests until `shutdown` is cancelled, then finish the batches
     /// in hand and return.
     pub async fn run(&self, shutdown: CancellationToken) {
-        let (wake_tx, wake_rx) = watch::channel(0u64);
+        let wake = Arc::new(Notify::new());
         let tracker = TaskTracker::new();
         let c = &self.config;
-        tracker.spawn(listen(self.pool.clone(), wake_tx, shutdown.clone()));
+        tracker.spawn(listen(self.pool.clone(), wake.clone(), shutdown.clone()));
         let me = Identity::this_process(c.name.clone(), self.settings());
         tracker.spawn(registry::run(
             self.pool.clone(),
@@ -127,7 +127,7 @@ impl Worker {
         }
         for n in 0..c.concurrency {
             let worker = self.clone();
-            let (wake, shutdown) = (wake_rx.clone(), shutdown.clone());
+            let (wake, shutdown) = (wake.clone(), shutdown.clone());
             tracker.spawn(async move { worker.batch_loop(n, wake, shutdown).await });
         }
         tracker.close();
@@ -162,7 +162,12 @@ impl Worker {
         })
     }
 
-    async fn batch_loop(&self, n: usize, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
+    /// One batch loop. A new request wakes one idle loop; a loop that claims
+    /// a full batch wakes the next before it goes on, so a burst draws in as
+    /// many loops as it needs, one after another, and a trickle keeps the
+    /// others asleep instead of sending them all to the head of the queue
+    /// for nothing.
+    async fn batch_loop(&self, n: usize, wake: Arc<Notify>, shutdown: CancellationToken) {
         // Each loop starts at its own place among the cheapest seats of a
         // class, where the process has no cursor yet.
         let start = (self.config.lane_offset + n as f64 / self.config.concurrency.max(1) as f64).fract();
@@ -173,7 +178,6 @@ impl Worker {
         let mut careful: usize = 0;
         let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
-            wake.borrow_and_update();
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
             let result =
@@ -181,6 +185,7 @@ impl Worker {
             match result {
                 Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
                     pauses.committed();
+                    wake.notify_one();
                     continue;
                 }
                 Ok(Ok(_)) => pauses = Pauses::new(),
@@ -232,7 +237,7 @@ impl Worker {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                _ = wake.changed() => {}
+                _ = wake.notified() => {}
                 _ = tokio::time::sleep(self.config.poll_interval) => {}
             }
         }
@@ -344,10 +349,11 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
 /// How long the worker's pool waits for a connection before a call fails.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Turn `seatq_new` notifications into wake-ups. NOTIFY is a hint: when the
-/// listener loses its connection, wake everyone to poll, since notifications
-/// sent meanwhile are lost. Connecting races the shutdown token.
-async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationToken) {
+/// Turn `seatq_new` notifications into wake-ups of one loop each. NOTIFY is
+/// a hint: when the listener loses its connection, wake every idle loop to
+/// poll, since notifications sent meanwhile are lost. Connecting races the
+/// shutdown token.
+async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
     let mut backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
@@ -372,14 +378,14 @@ async fn listen(pool: PgPool, wake: watch::Sender<u64>, shutdown: CancellationTo
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 n = listener.try_recv() => match n {
-                    Ok(Some(_)) => wake.send_modify(|v| *v += 1),
+                    Ok(Some(_)) => wake.notify_one(),
                     Ok(None) => {
                         tracing::warn!("listener connection lost; reconnecting");
-                        wake.send_modify(|v| *v += 1);
+                        wake.notify_waiters();
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "listener failed; reconnecting");
-                        wake.send_modify(|v| *v += 1);
+                        wake.notify_waiters();
                         break;
                     }
                 },

@@ -81,6 +81,10 @@ pub fn table(results: &[Measured]) -> String {
         if let Some(n) = m.holds_expired {
             let _ = write!(out, "; holds expired by the sweeper {n}");
         }
+        if m.runs_requests_per_sec.len() > 1 {
+            let runs: Vec<String> = m.runs_requests_per_sec.iter().map(|r| format!("{r:.0}")).collect();
+            let _ = write!(out, "; req/s of each run {} (the median run is shown)", runs.join(", "));
+        }
         for v in &m.violations {
             let _ = write!(out, "\n  VIOLATION {v}");
         }

@@ -6,8 +6,9 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 
-/// Flights of the classic example (scenarios spread, checkout and deep).
-const FLIGHTS: i64 = 3_000;
+/// Flights of the classic example (scenarios spread, checkout and deep),
+/// unless `--flights` says otherwise.
+pub const FLIGHTS: usize = 3_000;
 const FLIGHT_SEATS: i32 = 250;
 /// The hot venue.
 const VENUE_SEATS: i32 = 20_000;
@@ -57,11 +58,12 @@ impl Scenario {
         }
     }
 
-    /// Events to create: (names, seats each).
-    pub fn inventory(self) -> (Vec<String>, i32) {
+    /// Events to create: (names, seats each), with `flights` flights where
+    /// the scenario has flights.
+    pub fn inventory(self, flights: usize) -> (Vec<String>, i32) {
         match self {
             Scenario::Hot => (vec!["Hot venue".to_string()], VENUE_SEATS),
-            _ => ((1..=FLIGHTS).map(|n| format!("Flight {n}")).collect(), FLIGHT_SEATS),
+            _ => ((1..=flights.max(1)).map(|n| format!("Flight {n}")).collect(), FLIGHT_SEATS),
         }
     }
 

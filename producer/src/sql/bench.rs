@@ -36,6 +36,10 @@ pub const NOW: &str = "SELECT clock_timestamp()";
 /// Requests of this run (id > $1) still queued.
 pub const QUEUED: &str = "SELECT count(*) FROM seatq.requests WHERE status = 'queued' AND id > $1";
 
+/// 1 if any request of this run (id > $1) is still queued, else 0.
+pub const ANY_QUEUED: &str = "
+SELECT count(*) FROM (SELECT 1 FROM seatq.requests WHERE status = 'queued' AND id > $1 LIMIT 1) q";
+
 /// Registered workers.
 pub const WORKERS: &str = "SELECT count(*) FROM seatq.workers";
 

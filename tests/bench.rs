@@ -1,0 +1,52 @@
+//! The benchmark program works: a tiny run of every scenario, under the
+//! default strategy and (on the hot event) every other one, ends with every
+//! request in a terminal state and the invariants kept. Speeds are measured
+//! by `seatq-bench` itself (see the README), never asserted here.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
+    let bench = env!("CARGO_BIN_EXE_seatq-bench");
+    let runs = [("all", "skip-locked"), ("hot", "blocking,nowait,serializable")];
+    for (scenario, strategies) in runs {
+        let output = Command::new(bench)
+            .args(["--database-url", &common::server_url()])
+            .args(["--db-prefix", &format!("seatq_test_{}_bench", std::process::id())])
+            .args(["--scenario", scenario, "--strategy", strategies])
+            .args(["--flights", "10", "--scale", "0.004", "--hold-secs", "1", "--steady-at", "0", "--json"])
+            .output()
+            .expect("run seatq-bench (build the workspace: cargo test --workspace)");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "seatq-bench {scenario} {strategies} failed: {stderr}");
+        let results: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON results");
+        let expected: Vec<(&str, &str)> = match scenario {
+            "all" => ["spread", "hot", "checkout", "deep"].map(|s| (s, "skip-locked")).to_vec(),
+            _ => strategies.split(',').map(|s| ("hot", s)).collect(),
+        };
+        let got: Vec<(&str, &str)> = results
+            .iter()
+            .map(|r| (r["scenario"].as_str().unwrap_or_default(), r["strategy"].as_str().unwrap_or_default()))
+            .collect();
+        assert_eq!(got, expected, "one result per scenario and strategy");
+        for r in &results {
+            let name = format!("{} / {}", r["scenario"], r["strategy"]);
+            assert_eq!(r["invariants_ok"], true, "{name}: {:?}", r["violations"]);
+            assert_eq!(r["violations"].as_array().map(Vec::len), Some(0), "{name}");
+            // Every request ended in exactly one terminal outcome.
+            let requests = r["requests"].as_i64().unwrap_or(0);
+            let outcomes: i64 = r["outcomes"].as_object().map_or(0, |o| o.values().filter_map(Value::as_i64).sum());
+            assert!(requests > 0, "{name}: no requests");
+            assert_eq!(outcomes, requests, "{name}: outcomes {:?}", r["outcomes"]);
+            assert!(!r["outcomes"].as_object().is_some_and(|o| o.keys().any(|k| k.ends_with(" queued"))), "{name}");
+            assert!(r["seats_sold"].as_i64().unwrap_or(0) > 0, "{name}: no seat sold");
+            if r["scenario"] == "checkout" {
+                assert!(r["holds_expired"].as_i64().is_some(), "{name}: the sweeper's count is missing");
+            }
+        }
+    }
+}

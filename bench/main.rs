@@ -50,7 +50,8 @@ struct Args {
     #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE)]
     batch_size: i64,
     /// Also measure latency under a steady load at this fraction of the
-    /// burst throughput just measured (skip-locked runs only; 0 = off).
+    /// burst throughput just measured (skip-locked runs of scenarios without
+    /// a backlog; 0 = off).
     #[arg(long, default_value_t = 0.5)]
     steady_at: f64,
     /// Enqueue at this many requests per second instead of all at once.
@@ -131,8 +132,14 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             };
             let db = format!("{template}_{}", strategy.replace('-', "_"));
             let measured = median_of(&server, &template, &db, &plan, &log_dir, &args).await?;
-            let steady = (args.steady_at > 0.0 && plan.rate.is_none() && *strategy == STRATEGIES[0])
-                .then_some(measured.requests_per_sec * args.steady_at);
+            // The steady stream carries only the scenario's own requests
+            // (checkout's follow-ups come on top), so its rate is scaled to
+            // make the whole load the given fraction of the burst's. Not for
+            // a scenario with a backlog: that would be drained first anyway.
+            let streamed = plan.requests as f64 / measured.requests.max(1) as f64;
+            let steady =
+                (args.steady_at > 0.0 && plan.rate.is_none() && plan.backlog == 0 && *strategy == STRATEGIES[0])
+                    .then_some(measured.requests_per_sec * args.steady_at * streamed);
             results.push(measured);
             if let Some(rate) = steady.filter(|r| *r >= 1.0) {
                 let plan = Plan { rate: Some(rate.round()), ..plan };

@@ -15,7 +15,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
 use crate::Strategy;
-use crate::cheapest::{self, Taking, Wanted};
+use crate::cheapest::{self, Wanted};
 use crate::fault::{self, Fault};
 
 /// How many adjacent blocks a `together` request tries to lock before it
@@ -62,7 +62,7 @@ pub async fn process(
         None => {}
     }
     if let Some(wanted) = Wanted::of(request_id, request) {
-        let mut decisions = cheapest::allocate(conn, &[wanted], Taking::plain(strategy)).await?;
+        let mut decisions = cheapest::allocate(conn, &[wanted], strategy).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {

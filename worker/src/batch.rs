@@ -20,7 +20,6 @@ use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
 use crate::allocate::{self, Decision, ProcessError};
-use crate::cheapest::Taking;
 use crate::cheapest::{self, Wanted};
 use crate::fault;
 use crate::metrics::Metrics;
@@ -74,18 +73,18 @@ struct Claimed {
     max_attempts: i32,
 }
 
-/// Run one batch transaction, taking seats as `taking` says. `in_hand` is set to the requests it claims and
+/// Run one batch transaction. `in_hand` is set to the requests it claims and
 /// emptied once their outcomes commit, so if the batch fails, or is dropped
 /// mid-way (a timeout), it says which requests were in it.
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
-    taking: Taking<'_>,
+    strategy: Strategy,
     metrics: &Metrics,
     in_hand: &mut Vec<InHand>,
 ) -> Result<Report, sqlx::Error> {
     in_hand.clear();
-    let mut tx = match taking.strategy {
+    let mut tx = match strategy {
         Strategy::Serializable => pool.begin_with(queue::BEGIN_SERIALIZABLE).await?,
         _ => pool.begin().await?,
     };
@@ -131,7 +130,7 @@ pub async fn run(
                 break;
             }
             savepoints += 1;
-            if allocate_run(&mut tx, run, taking, &claim, &mut outcomes, &mut report).await? {
+            if allocate_run(&mut tx, run, strategy, &claim, &mut outcomes, &mut report).await? {
                 continue;
             }
         }
@@ -145,7 +144,7 @@ pub async fn run(
             let mut savepoint = tx.begin().await?;
             // A panic while processing one request fails that request
             // (counted as an attempt), not the worker or the rest of the batch.
-            let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, taking.strategy))
+            let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, strategy))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
@@ -254,14 +253,14 @@ fn is_cheap((row, request): &(&Claimed, Request)) -> bool {
 async fn allocate_run(
     tx: &mut PgConnection,
     run: &[(&Claimed, Request)],
-    taking: Taking<'_>,
+    strategy: Strategy,
     claim: &Claim<'_>,
     outcomes: &mut Vec<Value>,
     report: &mut Report,
 ) -> Result<bool, sqlx::Error> {
     let wanted: Vec<Wanted> = run.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
     let mut savepoint = tx.begin().await?;
-    let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, taking))
+    let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy))
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));

@@ -13,8 +13,7 @@
 //! `partial`. Seats locked but not granted are released at commit, a few
 //! milliseconds later.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
 use seatq::outcome::{ErrorCode, SeatInfo};
 use seatq::request::{Request, SeatRequest};
@@ -45,58 +44,6 @@ impl<'a> Wanted<'a> {
     }
 }
 
-/// How a batch takes the cheapest seats.
-#[derive(Debug, Clone, Copy)]
-pub struct Taking<'a> {
-    pub strategy: Strategy,
-    /// Under the default strategy, where among the seats of the cheapest
-    /// price level the batch starts when its process has no cursor there
-    /// (0 to 1; see [`allocation::LOCK_CHEAPEST`]).
-    pub start: f64,
-    /// The process's cursors, if it keeps them.
-    pub cursors: Option<&'a Cursors>,
-}
-
-impl Taking<'_> {
-    /// The strategy alone: from the lowest seat numbers, no cursors.
-    pub fn plain(strategy: Strategy) -> Taking<'static> {
-        Taking { strategy, start: 0.0, cursors: None }
-    }
-}
-
-/// Where a worker process's next batch begins among the cheapest seats of
-/// each (event, class): just past the seats its batches took last. Each
-/// batch reserves its share before it runs, so the process's concurrent
-/// batches lock different seats instead of skipping over each other's.
-#[derive(Debug, Default)]
-pub struct Cursors(Mutex<HashMap<(i64, i16), i32>>);
-
-/// Cursors kept at most; past this many (events × classes) they start over.
-const MAX_CURSORS: usize = 100_000;
-
-impl Cursors {
-    /// The seat to start at, if any, reserving the `need` seats after it.
-    fn reserve(&self, key: (i64, i16), need: i32) -> Option<i32> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let next = map.get_mut(&key)?;
-        let hint = *next;
-        *next = next.saturating_add(need);
-        Some(hint)
-    }
-
-    /// A batch took seats of the cheapest level up to `top`, having started
-    /// at the cursor (`resumed`) or elsewhere (the cursor had run past the
-    /// level, or there was none).
-    fn advance(&self, key: (i64, i16), top: i32, resumed: bool) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_CURSORS && !map.contains_key(&key) {
-            map.clear();
-        }
-        let next = map.entry(key).or_insert(top.saturating_add(1));
-        *next = if resumed { (*next).max(top.saturating_add(1)) } else { top.saturating_add(1) };
-    }
-}
-
 /// One row of [`allocation::LOCK_CHEAPEST`]: a locked seat of group `grp`
 /// (1-based), or a NULL seat for a group that got none.
 #[derive(sqlx::FromRow)]
@@ -108,9 +55,6 @@ struct LockedRow {
     row: Option<i32>,
     pos: Option<i32>,
     price_cents: Option<i32>,
-    /// The group's cheapest price level, and the seat it started at there.
-    level_price: Option<i32>,
-    from_seat: Option<i32>,
 }
 
 impl LockedRow {
@@ -138,10 +82,6 @@ struct Group {
     locked: Vec<SeatInfo>,
     /// Short, with free seats held by in-flight transactions.
     contended: bool,
-    /// The cursor it started from, and what LOCK_CHEAPEST said of the level.
-    hint: Option<i32>,
-    level_price: Option<i32>,
-    from_seat: Option<i32>,
 }
 
 /// Allocate seats for these requests inside the caller's transaction (or
@@ -150,7 +90,7 @@ struct Group {
 pub async fn allocate(
     conn: &mut PgConnection,
     wanted: &[Wanted<'_>],
-    taking: Taking<'_>,
+    strategy: Strategy,
 ) -> Result<Vec<Decision>, ProcessError> {
     // Groups in (event, class) order, so that strategies that wait for locks
     // take them in the same order in every worker.
@@ -168,42 +108,20 @@ pub async fn allocate(
             known: false,
             locked: Vec::new(),
             contended: false,
-            hint: None,
-            level_price: None,
-            from_seat: None,
         })
         .collect();
 
-    let query = match taking.strategy {
-        Strategy::SkipLocked => {
-            if let Some(cursors) = taking.cursors {
-                for g in &mut groups {
-                    g.hint = cursors.reserve((g.event, g.class), g.need);
-                }
-            }
-            let starts = vec![taking.start.clamp(0.0, 1.0); groups.len()];
-            let hints: Vec<Option<i32>> = groups.iter().map(|g| g.hint).collect();
-            bind_groups(sqlx::query_as(allocation::LOCK_CHEAPEST), &groups).bind(starts).bind(hints)
-        }
-        Strategy::Blocking => bind_groups(sqlx::query_as(allocation::LOCK_CHEAPEST_WAIT), &groups),
-        Strategy::Nowait => bind_groups(sqlx::query_as(allocation::LOCK_CHEAPEST_NOWAIT), &groups),
-        Strategy::Serializable => bind_groups(sqlx::query_as(allocation::PICK_CHEAPEST), &groups),
+    let sql = match strategy {
+        Strategy::SkipLocked => allocation::LOCK_CHEAPEST,
+        Strategy::Blocking => allocation::LOCK_CHEAPEST_WAIT,
+        Strategy::Nowait => allocation::LOCK_CHEAPEST_NOWAIT,
+        Strategy::Serializable => allocation::PICK_CHEAPEST,
     };
-    let rows: Vec<LockedRow> = query.fetch_all(&mut *conn).await?;
+    let rows: Vec<LockedRow> = bind_groups(sqlx::query_as(sql), &groups).fetch_all(&mut *conn).await?;
     for row in rows {
         let group = group_mut(&mut groups, row.grp)?;
         group.known = row.known;
-        group.level_price = row.level_price;
-        group.from_seat = row.from_seat;
         group.locked.extend(row.seat());
-    }
-    if let Some(cursors) = taking.cursors {
-        for g in &groups {
-            let top = g.locked.iter().filter(|s| Some(s.price_cents) == g.level_price).map(|s| s.seat).max();
-            if let Some(top) = top {
-                cursors.advance((g.event, g.class), top, g.hint.is_some() && g.hint == g.from_seat);
-            }
-        }
     }
 
     let short: Vec<usize> =

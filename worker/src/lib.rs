@@ -91,14 +91,6 @@ pub struct Config {
     pub prune_interval: Duration,
     /// How seats are taken.
     pub strategy: Strategy,
-    /// Where this process's batch loops begin among the cheapest seats of a
-    /// class, as a fraction (0 to 1) of a price level: loop n of c starts at
-    /// `lane_offset + n / c`. Seats of one price are interchangeable, and
-    /// loops that start apart do not contend for the same seats. 0 (the
-    /// library default) makes a single loop take the lowest seat numbers
-    /// first; the `seatq-worker` binary picks a random offset, so that
-    /// processes spread out too.
-    pub lane_offset: f64,
     /// Longest a batch may take before the worker gives up on its connection
     /// (a silent network); its transaction then rolls back on the server.
     pub batch_timeout: Duration,
@@ -126,7 +118,6 @@ impl Default for Config {
             prune_interval: Duration::from_secs(60),
             batch_timeout: Duration::from_secs(60),
             strategy: Strategy::SkipLocked,
-            lane_offset: 0.0,
         }
     }
 }

@@ -76,7 +76,6 @@ async fn main() -> anyhow::Result<()> {
         contention_retries: args.contention_retries,
         name: args.name,
         strategy: args.strategy,
-        lane_offset: fastrand::f64(),
         retention: (args.retention_hours > 0).then(|| Duration::from_secs(args.retention_hours * 3600)),
         ..Config::default()
     };

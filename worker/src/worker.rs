@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::batch::{self, Claim};
-use crate::cheapest::{Cursors, Taking};
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
 use crate::retry::Jitter;
@@ -27,8 +26,6 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     /// Where `/metrics` is served, taken by `run`.
     metrics_listener: Arc<Mutex<Option<TcpListener>>>,
-    /// Where the process's batches take the cheapest seats next.
-    cursors: Arc<Cursors>,
 }
 
 impl Worker {
@@ -81,7 +78,7 @@ impl Worker {
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
         config.concurrency = config.concurrency.max(1);
-        Worker { pool, config, metrics: Arc::default(), metrics_listener: Arc::default(), cursors: Arc::default() }
+        Worker { pool, config, metrics: Arc::default(), metrics_listener: Arc::default() }
     }
 
     /// Serve `/metrics` and `/healthz` on this listener while running.
@@ -139,8 +136,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) =
-                self.process_once(self.config.batch_size, self.config.lane_offset, &mut Vec::new()).await?;
+            let (claimed, done) = self.process_once(self.config.batch_size, &mut Vec::new()).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -168,9 +164,6 @@ impl Worker {
     /// others asleep instead of sending them all to the head of the queue
     /// for nothing.
     async fn batch_loop(&self, n: usize, wake: Arc<Notify>, shutdown: CancellationToken) {
-        // Each loop starts at its own place among the cheapest seats of a
-        // class, where the process has no cursor yet.
-        let start = (self.config.lane_offset + n as f64 / self.config.concurrency.max(1) as f64).fract();
         let mut pauses = Pauses::new();
         // After a failed batch, claim one request at a time for a while, so a
         // request that breaks its connection holds up only itself, and is
@@ -180,8 +173,7 @@ impl Worker {
         while !shutdown.is_cancelled() {
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let result =
-                tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, start, &mut in_hand)).await;
+            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand)).await;
             match result {
                 Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
                     pauses.committed();
@@ -263,15 +255,10 @@ impl Worker {
     /// jittered backoffs (no transaction open while sleeping); those still
     /// contended after the last try go back to the queue. Returns (claimed,
     /// finished). `in_hand` says which requests the batch that failed held
-    /// (see [`batch::run`]); `start`, see [`Taking`].
-    async fn process_once(
-        &self,
-        limit: i64,
-        start: f64,
-        in_hand: &mut Vec<batch::InHand>,
-    ) -> Result<(usize, usize), sqlx::Error> {
-        let taking = Taking { strategy: self.config.strategy, start, cursors: Some(&self.cursors) };
-        let first = batch::run(&self.pool, Claim::Next(limit), taking, &self.metrics, in_hand).await?;
+    /// (see [`batch::run`]).
+    async fn process_once(&self, limit: i64, in_hand: &mut Vec<batch::InHand>) -> Result<(usize, usize), sqlx::Error> {
+        let strategy = self.config.strategy;
+        let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -282,7 +269,7 @@ impl Worker {
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
             let claim = Claim::Retry { ids: &contended, requeue };
-            let report = batch::run(&self.pool, claim, taking, &self.metrics, in_hand).await?;
+            let report = batch::run(&self.pool, claim, strategy, &self.metrics, in_hand).await?;
             finished += report.finished;
             contended = report.contended;
         }

@@ -10,15 +10,13 @@ pub const EVENT_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM seatq.events WHERE 
 /// (event, class): for group k, up to $3[k] seats of class $2[k] on event
 /// $1[k], cheapest first. One row per seat locked, and one with a NULL seat
 /// for a group that got none; `known` says whether the event exists. An index
-/// seek on seats_free_by_price per group. The lock clause is the strategy's
-/// (the default, [`LOCK_CHEAPEST`], is written out below).
+/// seek on seats_free_by_price per group. The lock clause is the strategy's.
 macro_rules! lock_cheapest {
     ($lock:literal) => {
         concat!(
             "
 SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
-       NULL::int AS level_price, NULL::int AS from_seat
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 LEFT JOIN LATERAL (
@@ -37,73 +35,8 @@ ORDER BY g.ord, s.price_cents, s.seat_no"
     };
 }
 
-/// The default: lock what you can, skipping seats in-flight transactions
-/// hold. As [`LOCK_CHEAPEST_WAIT`] and the others, with one difference: within
-/// the cheapest price level, group k starts at seat $5[k] when that lies in
-/// the level (the worker's cursor, see worker/src/cheapest.rs), else at
-/// fraction $4[k] of the level's seat numbers, and wraps around, then goes on
-/// to dearer levels. Every seat of a level costs the same, so cheapest-first
-/// holds; but concurrent batches take different seats instead of all
-/// stepping over the same locked ones at the head of the index (each skip is
-/// a lock-manager call: 32 batches on one hot event spent most of their time
-/// there). Each row also gives the level's price and where the group started.
-pub const LOCK_CHEAPEST: &str = "
-SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
-       level.price AS level_price, level.from_seat
-FROM unnest($1::bigint[], $2::smallint[], $3::int[], $4::float8[], $5::int[])
-    WITH ORDINALITY AS g(event_id, class, need, start, hint, ord)
-LEFT JOIN seatq.events e ON e.id = g.event_id
-LEFT JOIN LATERAL (
-    SELECT lo.price,
-           CASE WHEN g.hint BETWEEN lo.first AND hi.last THEN g.hint
-                ELSE lo.first + floor(g.start * (hi.last - lo.first + 1))::int END AS from_seat
-    FROM (
-        SELECT price_cents AS price, seat_no AS first
-        FROM seatq.seats
-        WHERE event_id = g.event_id AND class = g.class
-          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-        ORDER BY price_cents, seat_no
-        LIMIT 1
-    ) lo
-    CROSS JOIN LATERAL (
-        SELECT seat_no AS last
-        FROM seatq.seats
-        WHERE event_id = g.event_id AND class = g.class AND price_cents = lo.price AND state <> 'booked'
-        ORDER BY price_cents DESC, seat_no DESC
-        LIMIT 1
-    ) hi
-) level ON true
-LEFT JOIN LATERAL (
-    SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents
-        FROM seatq.seats
-        WHERE event_id = g.event_id AND class = g.class AND price_cents = level.price AND seat_no >= level.from_seat
-          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-        ORDER BY price_cents, seat_no
-        LIMIT g.need
-        FOR UPDATE SKIP LOCKED) a
-    UNION ALL
-    SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents
-        FROM seatq.seats
-        WHERE event_id = g.event_id AND class = g.class AND price_cents = level.price AND seat_no < level.from_seat
-          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-        ORDER BY price_cents, seat_no
-        LIMIT g.need
-        FOR UPDATE SKIP LOCKED) a
-    UNION ALL
-    SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents
-        FROM seatq.seats
-        WHERE event_id = g.event_id AND class = g.class AND price_cents > level.price
-          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-        ORDER BY price_cents, seat_no
-        LIMIT g.need
-        FOR UPDATE SKIP LOCKED) a
-    LIMIT g.need
-) s ON true
-ORDER BY g.ord, s.price_cents, s.seat_no";
+/// The default: lock what you can, skipping seats in-flight transactions hold.
+pub const LOCK_CHEAPEST: &str = lock_cheapest!("FOR UPDATE SKIP LOCKED");
 /// `--strategy blocking`: wait for locked seats (plain FOR UPDATE).
 pub const LOCK_CHEAPEST_WAIT: &str = lock_cheapest!("FOR UPDATE");
 /// `--strategy nowait`: fail (55P03) at the first locked seat; retried.

@@ -276,7 +276,7 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
 
     let metrics = seatq_worker::metrics::Metrics::default();
     let strategy = seatq_worker::Strategy::SkipLocked;
-    let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new()).await.unwrap();
+    let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
     assert_eq!((report.claimed, report.finished), (ids.len(), MAX_ONE_BY_ONE));
     let mut statuses = Vec::new();
     for id in &ids {

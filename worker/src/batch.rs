@@ -17,6 +17,7 @@ use seatq::sql::queue;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
+use tokio::sync::Notify;
 
 use crate::Strategy;
 use crate::allocate::{self, Decision, ProcessError};
@@ -75,13 +76,17 @@ struct Claimed {
 
 /// Run one batch transaction. `in_hand` is set to the requests it claims and
 /// emptied once their outcomes commit, so if the batch fails, or is dropped
-/// mid-way (a timeout), it says which requests were in it.
+/// mid-way (a timeout), it says which requests were in it. If a claim of the
+/// next due requests comes back full, more are likely waiting: `wake_next`
+/// is woken at once, so that another batch loop starts on them while this
+/// one works.
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
     strategy: Strategy,
     metrics: &Metrics,
     in_hand: &mut Vec<InHand>,
+    wake_next: Option<&Notify>,
 ) -> Result<Report, sqlx::Error> {
     in_hand.clear();
     let mut tx = match strategy {
@@ -96,6 +101,12 @@ pub async fn run(
         }
     };
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
+    if let Claim::Next(limit) = claim
+        && rows.len() as i64 >= limit
+        && let Some(w) = wake_next
+    {
+        w.notify_one();
+    }
     let mut report = Report { claimed: rows.len(), ..Report::default() };
     if rows.is_empty() {
         tx.rollback().await?;

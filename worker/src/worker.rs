@@ -136,7 +136,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) = self.process_once(self.config.batch_size, &mut Vec::new()).await?;
+            let (claimed, done) = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -158,9 +158,9 @@ impl Worker {
         })
     }
 
-    /// One batch loop. A new request wakes one idle loop; a loop that claims
-    /// a full batch wakes the next before it goes on, so a burst draws in as
-    /// many loops as it needs, one after another, and a trickle keeps the
+    /// One batch loop. A new request wakes one idle loop; a loop whose claim
+    /// comes back full wakes the next at once, so a burst draws in as many
+    /// loops as it needs, one claim after another, and a trickle keeps the
     /// others asleep instead of sending them all to the head of the queue
     /// for nothing.
     async fn batch_loop(&self, n: usize, wake: Arc<Notify>, shutdown: CancellationToken) {
@@ -173,11 +173,12 @@ impl Worker {
         while !shutdown.is_cancelled() {
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let result = tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand)).await;
+            let result =
+                tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand, Some(&wake)))
+                    .await;
             match result {
                 Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
                     pauses.committed();
-                    wake.notify_one();
                     continue;
                 }
                 Ok(Ok(_)) => pauses = Pauses::new(),
@@ -254,11 +255,16 @@ impl Worker {
     /// One batch of up to `limit`, then its contended requests again after
     /// jittered backoffs (no transaction open while sleeping); those still
     /// contended after the last try go back to the queue. Returns (claimed,
-    /// finished). `in_hand` says which requests the batch that failed held
-    /// (see [`batch::run`]).
-    async fn process_once(&self, limit: i64, in_hand: &mut Vec<batch::InHand>) -> Result<(usize, usize), sqlx::Error> {
+    /// finished). `in_hand` says which requests the batch that failed held;
+    /// `wake_next`, see [`batch::run`].
+    async fn process_once(
+        &self,
+        limit: i64,
+        in_hand: &mut Vec<batch::InHand>,
+        wake_next: Option<&Notify>,
+    ) -> Result<(usize, usize), sqlx::Error> {
         let strategy = self.config.strategy;
-        let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand).await?;
+        let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake_next).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -269,7 +275,7 @@ impl Worker {
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
             let claim = Claim::Retry { ids: &contended, requeue };
-            let report = batch::run(&self.pool, claim, strategy, &self.metrics, in_hand).await?;
+            let report = batch::run(&self.pool, claim, strategy, &self.metrics, in_hand, None).await?;
             finished += report.finished;
             contended = report.contended;
         }

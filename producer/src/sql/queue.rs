@@ -82,7 +82,8 @@ FROM updated WHERE status <> 'queued'";
 /// own, after the outcomes commit: PostgreSQL serialises the commits of all
 /// transactions that NOTIFY (a database-wide lock held through the WAL
 /// flush), so notifying inside the batch made every worker's commit wait in
-/// one line (32 batch loops spent most of their time there).
+/// one line: most waits sampled under the hot benchmark were there, and on a
+/// disk with a slow fsync it caps the whole server at one batch per flush.
 pub const NOTIFY_DONE: &str = "SELECT pg_notify('seatq_done', id::text) FROM unnest($1::bigint[]) AS id";
 
 /// The NOTIFY channel a finished request's id is sent on.

@@ -170,8 +170,7 @@ pub async fn run(
     let feeder = match plan.rate {
         None => {
             backlog.extend(burst);
-            enqueue(&pool, &backlog, 0).await.context("enqueuing the burst")?;
-            t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
+            t0 = enqueue(&pool, &backlog, 0).await.context("enqueuing the burst")?;
             None
         }
         Some(rate) => {
@@ -272,8 +271,8 @@ pub async fn run(
 }
 
 /// Insert requests in chunks, in one transaction: they all become visible
-/// together when it commits.
-async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Result<(), sqlx::Error> {
+/// together when it commits. Returns the server's clock just before COMMIT.
+async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Result<DateTime<Utc>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     for chunk in requests.chunks(CHUNK) {
         let kinds: Vec<&str> = chunk.iter().map(|(k, _)| *k).collect();
@@ -281,7 +280,10 @@ async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Re
         let priorities = vec![priority; chunk.len()];
         sqlx::query(sql::ENQUEUE).bind(kinds).bind(payloads).bind(priorities).execute(&mut *tx).await?;
     }
-    tx.commit().await
+    // Just before the commit: the workers may start the moment it lands.
+    let at = sqlx::query_scalar(sql::NOW).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(at)
 }
 
 /// Enqueue `requests` at `rate` per second, a small transaction every 2 ms.

@@ -263,12 +263,12 @@ async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
 
 #[tokio::test]
 async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_queued() {
-    use seatq_worker::batch::{self, Claim, MAX_ONE_BY_ONE};
+    use seatq_worker::batch::{self, Claim, MAX_SAVEPOINTS};
     let db = TestDb::new().await;
     let ev = event(&db).await;
     // One named request more than a batch processes one at a time, then a
     // cheapest-first one: the last two claimed must be the two left over.
-    let mut requests: Vec<NewRequest> = (1..=MAX_ONE_BY_ONE as i32 + 1)
+    let mut requests: Vec<NewRequest> = (1..=MAX_SAVEPOINTS as i32 + 1)
         .map(|seat| Request::Book(SeatRequest::named(ev, vec![seat], format!("c{seat}"))).into())
         .collect();
     requests.push(Request::Book(hold(ev, 3, 1, "last")).into());
@@ -277,12 +277,12 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     let metrics = seatq_worker::metrics::Metrics::default();
     let strategy = seatq_worker::Strategy::SkipLocked;
     let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
-    assert_eq!((report.claimed, report.finished), (ids.len(), MAX_ONE_BY_ONE));
+    assert_eq!((report.claimed, report.finished), (ids.len(), MAX_SAVEPOINTS));
     let mut statuses = Vec::new();
     for id in &ids {
         statuses.push(db.client.status(*id).await.unwrap().status);
     }
-    let (done, left) = statuses.split_at(MAX_ONE_BY_ONE);
+    let (done, left) = statuses.split_at(MAX_SAVEPOINTS);
     assert!(done.iter().all(|s| *s == Status::Succeeded), "{statuses:?}");
     assert_eq!(left, [Status::Queued, Status::Queued], "only the latest claimed wait for the next batch");
 

@@ -99,3 +99,29 @@ async fn many_concurrent_waits_do_not_exhaust_the_clients_pool() {
     db.assert_invariants(true).await;
     db.close().await;
 }
+
+#[tokio::test]
+async fn requests_left_over_by_a_full_batch_are_processed_at_once() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", 60, 6).await.unwrap();
+    // Each named-seat request takes a savepoint of its own, so one batch does
+    // at most MAX_SAVEPOINTS of them and leaves the rest queued. With a poll
+    // interval far longer than the wait's timeout and no NOTIFY after the
+    // first, only the loop going straight on gets them done in time.
+    let config = Config { concurrency: 1, poll_interval: Duration::from_secs(3600), ..Config::default() };
+    let workers = Running::start(&db, 1, config).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // let the listener subscribe
+    let n = seatq_worker::batch::MAX_SAVEPOINTS as i32 + 8;
+    let batch: Vec<NewRequest> = (1..=n)
+        .map(|seat| NewRequest::from(Request::Book(seatq::SeatRequest::named(ev, vec![seat], format!("c{seat}")))))
+        .collect();
+    let ids = db.client.enqueue_all(&batch, &seatq::client::Retry::NEVER).await.unwrap();
+    db.client.wait_all(&ids, Some(Duration::from_secs(60))).await.expect("every request finished");
+    for id in ids {
+        assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
+    }
+    assert_eq!(db.seats_taken(ev).await, n as i64);
+    workers.stop().await;
+    db.assert_invariants(true).await;
+    db.close().await;
+}

@@ -31,7 +31,7 @@ use crate::retry::Jitter;
 /// ids, and past 64 in one transaction PostgreSQL's per-backend
 /// subtransaction cache overflows, which slows every snapshot on the server.
 /// The requests claimed after the last one processed wait for the next batch.
-pub const MAX_ONE_BY_ONE: usize = 32;
+pub const MAX_SAVEPOINTS: usize = 32;
 
 /// Which requests a batch claims.
 pub enum Claim<'a> {
@@ -53,6 +53,9 @@ pub struct Report {
     pub requeued: usize,
     /// Contended requests to retry after a backoff (id → retries so far).
     pub contended: HashMap<i64, i32>,
+    /// Requests claimed but left untouched for the next batch (past
+    /// [`MAX_SAVEPOINTS`]): they are due now.
+    pub left_over: usize,
 }
 
 /// A request a batch claimed: enough to count a failed attempt for it if the
@@ -101,7 +104,10 @@ pub async fn run(
         }
     };
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
+    // (A claim of one is the careful mode after a failure: no reason to
+    // draw another loop in.)
     if let Claim::Next(limit) = claim
+        && limit > 1
         && rows.len() as i64 >= limit
         && let Some(w) = wake_next
     {
@@ -126,8 +132,9 @@ pub async fn run(
     }
     // In claim order: each run of consecutive cheapest-first holds and
     // bookings at once, under one savepoint; every other request alone, under
-    // its own. So a request never loses seats to one claimed after it, and
-    // sees the seats an earlier cancel gave back.
+    // its own. So a request sees the seats an earlier cancel gave back, and
+    // never loses seats to a later one, but for a party that is contended:
+    // while it waits, later parties may take the seats it could not use.
     let mut savepoints = 0;
     let mut rest = decoded.as_slice();
     'runs: while let Some(first) = rest.first() {
@@ -135,9 +142,9 @@ pub async fn run(
         let (run, after) = rest.split_at(rest.iter().take_while(|d| is_cheap(d) == cheap).count());
         rest = after;
         if cheap {
-            // Past MAX_ONE_BY_ONE savepoints, this run and every request
-            // claimed after it stay queued for the next batch.
-            if savepoints == MAX_ONE_BY_ONE {
+            // Past MAX_SAVEPOINTS savepoints, this run and every request
+            // claimed after it stay queued for the next batch (left over).
+            if savepoints == MAX_SAVEPOINTS {
                 break;
             }
             savepoints += 1;
@@ -146,8 +153,8 @@ pub async fn run(
             }
         }
         for (row, request) in run {
-            // Past MAX_ONE_BY_ONE savepoints, likewise.
-            if savepoints == MAX_ONE_BY_ONE {
+            // Past MAX_SAVEPOINTS savepoints, likewise.
+            if savepoints == MAX_SAVEPOINTS {
                 break 'runs;
             }
             savepoints += 1;
@@ -171,6 +178,7 @@ pub async fn run(
         }
     }
 
+    report.left_over = rows.len() - outcomes.len() - report.contended.len();
     for o in &outcomes {
         if o["status"] == "queued" {
             report.requeued += 1;
@@ -211,10 +219,14 @@ pub async fn record_failed_attempt(
         return Ok(false);
     };
     let outcome = transient(row, &format!("its batch failed: {error}"), 0);
+    let requeued = outcome["status"] == "queued";
     let finished: Vec<Finished> =
         sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     announce(pool, &finished, metrics).await;
+    if requeued {
+        Metrics::add(&metrics.requeued, 1);
+    }
     Ok(true)
 }
 
@@ -238,7 +250,7 @@ async fn announce(pool: &PgPool, finished: &[Finished], metrics: &Metrics) {
         metrics.finished(&f.kind, &f.outcome, f.latency_secs);
     }
     let ids: Vec<i64> = finished.iter().map(|f| f.id).collect();
-    if let Err(e) = sqlx::query(queue::NOTIFY_DONE).bind(&ids).execute(pool).await {
+    if let Err(e) = sqlx::query(queue::NOTIFY_DONE).bind(&ids).bind(queue::DONE_CHANNEL).execute(pool).await {
         tracing::warn!(error = %e, requests = ids.len(), "could not notify waiting clients; they will poll");
     }
 }

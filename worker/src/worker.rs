@@ -136,7 +136,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done) = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
+            let (claimed, done, _) = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
             finished += done;
             if claimed == 0 {
                 return Ok(finished);
@@ -177,7 +177,9 @@ impl Worker {
                 tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand, Some(&wake)))
                     .await;
             match result {
-                Ok(Ok((claimed, _))) if claimed as i64 >= limit => {
+                // A full claim (more are likely due), or requests left over
+                // for the next batch: go on at once.
+                Ok(Ok((claimed, _, left_over))) if claimed as i64 >= limit || left_over > 0 => {
                     pauses.committed();
                     continue;
                 }
@@ -255,14 +257,14 @@ impl Worker {
     /// One batch of up to `limit`, then its contended requests again after
     /// jittered backoffs (no transaction open while sleeping); those still
     /// contended after the last try go back to the queue. Returns (claimed,
-    /// finished). `in_hand` says which requests the batch that failed held;
+    /// finished, left over for the next batch). `in_hand` says which requests the batch that failed held;
     /// `wake_next`, see [`batch::run`].
     async fn process_once(
         &self,
         limit: i64,
         in_hand: &mut Vec<batch::InHand>,
         wake_next: Option<&Notify>,
-    ) -> Result<(usize, usize), sqlx::Error> {
+    ) -> Result<(usize, usize, usize), sqlx::Error> {
         let strategy = self.config.strategy;
         let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake_next).await?;
         let mut finished = first.finished;
@@ -279,7 +281,7 @@ impl Worker {
             finished += report.finished;
             contended = report.contended;
         }
-        Ok((first.claimed, finished))
+        Ok((first.claimed, finished, first.left_over))
     }
 }
 
@@ -343,11 +345,13 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Turn `seatq_new` notifications into wake-ups of one loop each. NOTIFY is
-/// a hint: when the listener loses its connection, wake every idle loop to
-/// poll, since notifications sent meanwhile are lost. Connecting races the
+/// a hint: when the listener loses its connection, and again once it listens
+/// anew, wake every idle loop to poll, since notifications sent meanwhile are
+/// lost (in between, the loops' own polls cover). Connecting races the
 /// shutdown token.
 async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
     let mut backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+    let mut reconnecting = false;
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -356,6 +360,10 @@ async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
         let mut listener = match connected {
             Ok(l) => {
                 backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+                if reconnecting {
+                    tracing::info!("listening for new requests again");
+                    wake.notify_waiters();
+                }
                 l
             }
             Err(e) => {
@@ -372,13 +380,18 @@ async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
                 n = listener.try_recv() => match n {
                     Ok(Some(_)) => wake.notify_one(),
+                    // Connect anew (rather than let the listener reconnect by
+                    // itself) so as to know when it listens again.
                     Ok(None) => {
                         tracing::warn!("listener connection lost; reconnecting");
                         wake.notify_waiters();
+                        reconnecting = true;
+                        break;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "listener failed; reconnecting");
                         wake.notify_waiters();
+                        reconnecting = true;
                         break;
                     }
                 },

@@ -294,3 +294,69 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     db.assert_invariants(true).await;
     db.close().await;
 }
+
+/// (price, seats of class 3 at that price), cheapest first.
+async fn class_3_levels(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
+    sqlx::query_as(
+        "SELECT price_cents, count(*) FROM seatq.seats WHERE event_id = $1 AND class = 3 GROUP BY 1 ORDER BY 1",
+    )
+    .bind(event)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+/// Seats of class 3 taken, by price, cheapest first.
+async fn class_3_taken(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
+    sqlx::query_as(
+        "SELECT price_cents, count(*) FILTER (WHERE state <> 'available') FROM seatq.seats
+         WHERE event_id = $1 AND class = 3 GROUP BY 1 ORDER BY 1",
+    )
+    .bind(event)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_big_batch_for_one_class_still_takes_only_the_cheapest_level_while_it_lasts() {
+    // 20 parties of 3 in one batch: 60 seats, enough to start at a random
+    // seat of the cheapest level (SPREAD_FROM_NEED) rather than at its head.
+    assert!(60 >= seatq::sql::allocation::SPREAD_FROM_NEED);
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let levels = class_3_levels(&db, ev).await;
+    assert!(levels.len() == 2 && levels[0].1 > 60, "{levels:?}");
+    let requests: Vec<NewRequest> = (0..20).map(|n| Request::Book(hold(ev, 3, 3, &format!("c{n}"))).into()).collect();
+    let ids = db.client.enqueue_many(&requests).await.unwrap();
+    db.drain().await;
+    for id in &ids {
+        let r = db.client.status(*id).await.unwrap();
+        assert_eq!(r.status, Status::Succeeded, "{r:?}");
+        assert!(r.booking().unwrap().seats.iter().all(|s| s.price_cents == levels[0].0), "{r:?}");
+    }
+    assert_eq!(class_3_taken(&db, ev).await, vec![(levels[0].0, 60), (levels[1].0, 0)]);
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_big_batch_takes_the_whole_cheapest_level_before_any_dearer_seat() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let levels = class_3_levels(&db, ev).await;
+    // 40 parties of 4: more than the cheapest level holds, less than the class.
+    let need = 160;
+    assert!(levels.len() == 2 && levels[0].1 < need && levels[0].1 + levels[1].1 > need, "{levels:?}");
+    let requests: Vec<NewRequest> = (0..40).map(|n| Request::Book(hold(ev, 3, 4, &format!("c{n}"))).into()).collect();
+    let ids = db.client.enqueue_many(&requests).await.unwrap();
+    db.drain().await;
+    for id in &ids {
+        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
+    }
+    let cheap = levels[0].1;
+    assert_eq!(class_3_taken(&db, ev).await, vec![(levels[0].0, cheap), (levels[1].0, need - cheap)]);
+    assert_eq!(db.seats_taken(ev).await, need);
+    db.assert_invariants(true).await;
+    db.close().await;
+}

@@ -97,12 +97,18 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
 #[tokio::test]
 async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let ev = db.client.add_event("E", 100, 6).await.unwrap();
     let id = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
+    // And enough parties for one class to take the spread path (migration 0009).
+    let party: Vec<seatq::NewRequest> =
+        (0..12).map(|n| Request::Hold(hold(ev, 3, 3, &format!("p{n}"))).into()).collect();
+    let ids = db.client.enqueue_many(&party).await.unwrap();
 
     let (name, pool) = login(&db, "seatq_worker").await;
     seatq_worker::Worker::new(pool.clone(), seatq_worker::Config::default()).drain().await.unwrap();
-    assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
+    for id in ids.iter().chain([&id]) {
+        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
+    }
     seatq_worker::sweeper::sweep(&pool).await.unwrap();
     let row = sqlx::query("SELECT count(*) AS n FROM seatq.check_invariants()").fetch_one(&pool).await.unwrap();
     assert_eq!(row.get::<i64, _>("n"), 0);

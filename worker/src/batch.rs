@@ -17,7 +17,6 @@ use seatq::sql::queue;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
-use tokio::sync::Notify;
 
 use crate::Strategy;
 use crate::allocate::{self, Decision, ProcessError};
@@ -25,6 +24,7 @@ use crate::cheapest::{self, Wanted};
 use crate::fault;
 use crate::metrics::Metrics;
 use crate::retry::Jitter;
+use crate::wake::Wake;
 
 /// Most savepoints a batch takes: one per request processed alone, one per
 /// run of cheapest-first requests. A savepoint may use two subtransaction
@@ -56,6 +56,8 @@ pub struct Report {
     /// Requests claimed but left untouched for the next batch (past
     /// [`MAX_SAVEPOINTS`]): they are due now.
     pub left_over: usize,
+    /// The claim's ticket (see [`Wake`]); 0 without one.
+    pub ticket: u64,
 }
 
 /// A request a batch claimed: enough to count a failed attempt for it if the
@@ -79,19 +81,20 @@ struct Claimed {
 
 /// Run one batch transaction. `in_hand` is set to the requests it claims and
 /// emptied once their outcomes commit, so if the batch fails, or is dropped
-/// mid-way (a timeout), it says which requests were in it. If a claim of the
-/// next due requests comes back full, more are likely waiting: `wake_next`
-/// is woken at once, so that another batch loop starts on them while this
-/// one works.
+/// mid-way (a timeout), it says which requests were in it. With `wake`, a
+/// claim of the next due requests says how it went: if it comes back full,
+/// more are likely waiting, and the next batch loop is woken at once to start
+/// on them while this one works.
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
     strategy: Strategy,
     metrics: &Metrics,
     in_hand: &mut Vec<InHand>,
-    wake_next: Option<&Notify>,
+    wake: Option<&Wake>,
 ) -> Result<Report, sqlx::Error> {
     in_hand.clear();
+    let ticket = wake.map_or(0, Wake::ticket);
     let mut tx = match strategy {
         Strategy::Serializable => pool.begin_with(queue::BEGIN_SERIALIZABLE).await?,
         _ => pool.begin().await?,
@@ -104,16 +107,18 @@ pub async fn run(
         }
     };
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
-    // (A claim of one is the careful mode after a failure: no reason to
-    // draw another loop in.)
     if let Claim::Next(limit) = claim
-        && limit > 1
-        && rows.len() as i64 >= limit
-        && let Some(w) = wake_next
+        && let Some(wake) = wake
     {
-        w.notify_one();
+        if (rows.len() as i64) < limit {
+            wake.claimed_short(ticket);
+        } else if limit > 1 {
+            // (A claim of one is the careful mode after a failure: no reason
+            // to draw another loop in.)
+            wake.next();
+        }
     }
-    let mut report = Report { claimed: rows.len(), ..Report::default() };
+    let mut report = Report { claimed: rows.len(), ticket, ..Report::default() };
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(report);

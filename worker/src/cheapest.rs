@@ -117,7 +117,11 @@ pub async fn allocate(
         Strategy::Nowait => allocation::LOCK_CHEAPEST_NOWAIT,
         Strategy::Serializable => allocation::PICK_CHEAPEST,
     };
-    let rows: Vec<LockedRow> = bind_groups(sqlx::query_as(sql), &groups).fetch_all(&mut *conn).await?;
+    let mut query = bind_groups(sqlx::query_as(sql), &groups);
+    if strategy == Strategy::SkipLocked {
+        query = query.bind(allocation::SPREAD_FROM_NEED);
+    }
+    let rows: Vec<LockedRow> = query.fetch_all(&mut *conn).await?;
     for row in rows {
         let group = group_mut(&mut groups, row.grp)?;
         group.known = row.known;

@@ -5,6 +5,7 @@
 //!
 //! - [`worker`]: the process: batch loops, LISTEN wake-ups with a fallback
 //!   poll, the sweeper, graceful shutdown;
+//! - [`wake`]: which loop claims next, and when a claim would find nothing;
 //! - [`batch`]: one claim-process-record transaction;
 //! - [`cheapest`]: cheapest-first holds and bookings for a whole batch in a
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
@@ -28,6 +29,7 @@ pub mod registry;
 pub mod retention;
 pub mod retry;
 pub mod sweeper;
+pub mod wake;
 pub mod worker;
 
 use std::time::Duration;

@@ -8,7 +8,6 @@ use seatq::sql::queue;
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -16,6 +15,7 @@ use crate::batch::{self, Claim};
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
 use crate::retry::Jitter;
+use crate::wake::Wake;
 use crate::{Config, retention, sweeper};
 
 /// A pool of batch loops sharing one database pool.
@@ -100,7 +100,7 @@ impl Worker {
     /// Process requests until `shutdown` is cancelled, then finish the batches
     /// in hand and return.
     pub async fn run(&self, shutdown: CancellationToken) {
-        let wake = Arc::new(Notify::new());
+        let wake = Arc::new(Wake::default());
         let tracker = TaskTracker::new();
         let c = &self.config;
         tracker.spawn(listen(self.pool.clone(), wake.clone(), shutdown.clone()));
@@ -136,9 +136,9 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let (claimed, done, _) = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
-            finished += done;
-            if claimed == 0 {
+            let pass = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
+            finished += pass.finished;
+            if pass.claimed == 0 {
                 return Ok(finished);
             }
         }
@@ -162,8 +162,8 @@ impl Worker {
     /// comes back full wakes the next at once, so a burst draws in as many
     /// loops as it needs, one claim after another, and a trickle keeps the
     /// others asleep instead of sending them all to the head of the queue
-    /// for nothing.
-    async fn batch_loop(&self, n: usize, wake: Arc<Notify>, shutdown: CancellationToken) {
+    /// for nothing (see [`Wake`]).
+    async fn batch_loop(&self, n: usize, wake: Arc<Wake>, shutdown: CancellationToken) {
         let mut pauses = Pauses::new();
         // After a failed batch, claim one request at a time for a while, so a
         // request that breaks its connection holds up only itself, and is
@@ -177,9 +177,12 @@ impl Worker {
                 tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand, Some(&wake)))
                     .await;
             match result {
-                // A full claim (more are likely due), or requests left over
-                // for the next batch: go on at once.
-                Ok(Ok((claimed, _, left_over))) if claimed as i64 >= limit || left_over > 0 => {
+                // Requests left over for the next batch, or a full claim
+                // (more are likely due, unless a later claim found none):
+                // go on at once.
+                Ok(Ok(pass))
+                    if pass.left_over > 0 || (pass.claimed as i64 >= limit && !wake.drained_since(pass.ticket)) =>
+                {
                     pauses.committed();
                     continue;
                 }
@@ -256,17 +259,16 @@ impl Worker {
 
     /// One batch of up to `limit`, then its contended requests again after
     /// jittered backoffs (no transaction open while sleeping); those still
-    /// contended after the last try go back to the queue. Returns (claimed,
-    /// finished, left over for the next batch). `in_hand` says which requests the batch that failed held;
-    /// `wake_next`, see [`batch::run`].
+    /// contended after the last try go back to the queue. `in_hand` says
+    /// which requests the batch that failed held; `wake`, see [`batch::run`].
     async fn process_once(
         &self,
         limit: i64,
         in_hand: &mut Vec<batch::InHand>,
-        wake_next: Option<&Notify>,
-    ) -> Result<(usize, usize, usize), sqlx::Error> {
+        wake: Option<&Wake>,
+    ) -> Result<Pass, sqlx::Error> {
         let strategy = self.config.strategy;
-        let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake_next).await?;
+        let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -281,8 +283,18 @@ impl Worker {
             finished += report.finished;
             contended = report.contended;
         }
-        Ok((first.claimed, finished, first.left_over))
+        Ok(Pass { claimed: first.claimed, finished, left_over: first.left_over, ticket: first.ticket })
     }
+}
+
+/// What [`Worker::process_once`] did.
+struct Pass {
+    claimed: usize,
+    finished: usize,
+    /// Claimed but left for the next batch: due now.
+    left_over: usize,
+    /// The claim's ticket (see [`Wake`]).
+    ticket: u64,
 }
 
 /// A batch loop's pauses after batches that did not go through: jittered,
@@ -349,7 +361,7 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// anew, wake every idle loop to poll, since notifications sent meanwhile are
 /// lost (in between, the loops' own polls cover). Connecting races the
 /// shutdown token.
-async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
+async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
     let mut backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
     let mut reconnecting = false;
     while !shutdown.is_cancelled() {
@@ -362,7 +374,7 @@ async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
                 backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
                 if reconnecting {
                     tracing::info!("listening for new requests again");
-                    wake.notify_waiters();
+                    wake.everyone();
                 }
                 l
             }
@@ -379,18 +391,18 @@ async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 n = listener.try_recv() => match n {
-                    Ok(Some(_)) => wake.notify_one(),
+                    Ok(Some(_)) => wake.news(),
                     // Connect anew (rather than let the listener reconnect by
                     // itself) so as to know when it listens again.
                     Ok(None) => {
                         tracing::warn!("listener connection lost; reconnecting");
-                        wake.notify_waiters();
+                        wake.everyone();
                         reconnecting = true;
                         break;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "listener failed; reconnecting");
-                        wake.notify_waiters();
+                        wake.everyone();
                         reconnecting = true;
                         break;
                     }

@@ -1,0 +1,86 @@
+-- A big claim on one (event, class) starts at a random seat of the cheapest
+-- price level instead of at its head.
+--
+-- When many batches want the same event at once (a hot event), every one of
+-- them scanning the price level from its first seat steps over the seats all
+-- the others hold: a lock-manager call per seat, quadratic in the number of
+-- concurrent batches, and a long scan whose snapshot goes stale, so it runs
+-- into seats booked since it began and ends up waiting for whoever locked
+-- their new versions (PostgreSQL follows the update chain with a blocking
+-- wait even under SKIP LOCKED). Starting at a random point of the level's free
+-- range, concurrent batches mostly take disjoint runs of seats. Every seat of
+-- a level has the same price, so cheapest-first still holds: the rest of the
+-- level is taken (wrapping round to its head) before any dearer seat.
+--
+-- The worker calls it for groups of 32 seats or more (SPREAD_FROM_NEED); small ones
+-- keep the single head-first seek (two more probes would cost more than the
+-- collisions they avoid).
+CREATE FUNCTION seatq.lock_cheapest_spread(p_event bigint, p_class smallint, p_need int)
+RETURNS TABLE (seat_no int, class smallint, row_no int, pos int, price_cents int)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_price int;
+    v_first int;
+    v_last int;
+    v_start int;
+    v_got int;
+    v_left int := p_need;
+BEGIN
+    -- The cheapest level with a free seat, and where its free seats begin
+    -- and end (held seats count: a lapsed hold is free).
+    SELECT s.price_cents, s.seat_no INTO v_price, v_first
+    FROM seatq.seats s
+    WHERE s.event_id = p_event AND s.class = p_class
+      AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+    ORDER BY s.price_cents, s.seat_no
+    LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT s.seat_no INTO v_last
+    FROM seatq.seats s
+    WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price AND s.state <> 'booked'
+    ORDER BY s.price_cents DESC, s.seat_no DESC
+    LIMIT 1;
+    v_start := v_first + floor(random() * (v_last - v_first + 1))::int;
+
+    RETURN QUERY
+    SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
+    FROM seatq.seats s
+    WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price AND s.seat_no >= v_start
+      AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+    ORDER BY s.price_cents, s.seat_no
+    LIMIT v_left
+    FOR UPDATE OF s SKIP LOCKED;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_left := v_left - v_got;
+
+    IF v_left > 0 AND v_start > v_first THEN
+        RETURN QUERY
+        SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
+        FROM seatq.seats s
+        WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price AND s.seat_no < v_start
+          AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+        ORDER BY s.price_cents, s.seat_no
+        LIMIT v_left
+        FOR UPDATE OF s SKIP LOCKED;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_left := v_left - v_got;
+    END IF;
+
+    IF v_left > 0 THEN
+        RETURN QUERY
+        SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
+        FROM seatq.seats s
+        WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents > v_price
+          AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+        ORDER BY s.price_cents, s.seat_no
+        LIMIT v_left
+        FOR UPDATE OF s SKIP LOCKED;
+    END IF;
+END
+$$;
+
+-- Least privilege, as in 0003: workers and admins only.
+REVOKE ALL ON FUNCTION seatq.lock_cheapest_spread(bigint, smallint, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION seatq.lock_cheapest_spread(bigint, smallint, int) TO seatq_worker, seatq_admin;

@@ -322,7 +322,7 @@ async fn class_3_taken(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
 async fn a_big_batch_for_one_class_still_takes_only_the_cheapest_level_while_it_lasts() {
     // 20 parties of 3 in one batch: 60 seats, enough to start at a random
     // seat of the cheapest level (SPREAD_FROM_NEED) rather than at its head.
-    assert!(60 >= seatq::sql::allocation::SPREAD_FROM_NEED);
+    const { assert!(60 >= seatq::sql::allocation::SPREAD_FROM_NEED) };
     let db = TestDb::new().await;
     let ev = db.client.add_event("Big", 300, 6).await.unwrap();
     let levels = class_3_levels(&db, ev).await;

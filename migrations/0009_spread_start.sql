@@ -4,17 +4,20 @@
 -- When many batches want the same event at once (a hot event), every one of
 -- them scanning the price level from its first seat steps over the seats all
 -- the others hold: a lock-manager call per seat, quadratic in the number of
--- concurrent batches, and a long scan whose snapshot goes stale, so it runs
--- into seats booked since it began and ends up waiting for whoever locked
--- their new versions (PostgreSQL follows the update chain with a blocking
--- wait even under SKIP LOCKED). Starting at a random point of the level's free
--- range, concurrent batches mostly take disjoint runs of seats. Every seat of
--- a level has the same price, so cheapest-first still holds: the rest of the
--- level is taken (wrapping round to its head) before any dearer seat.
+-- concurrent batches, and a long scan whose snapshot goes stale, so that it
+-- runs into seats booked since it began and can end up waiting for whoever
+-- locked their new versions (PostgreSQL 15 follows the update chain with a
+-- blocking wait even under SKIP LOCKED, in heap_lock_updated_tuple: "while
+-- locking updated version of tuple" in the log with log_lock_waits on).
+-- Starting at a random point of the level's free range, concurrent batches
+-- mostly take different runs of seats. Every seat of a level has the same
+-- price, so cheapest-first still holds: the rest of the level is taken
+-- (wrapping round to its head) before any dearer seat. Dearer levels are
+-- taken head first.
 --
--- The worker calls it for groups of 32 seats or more (SPREAD_FROM_NEED); small ones
--- keep the single head-first seek (two more probes would cost more than the
--- collisions they avoid).
+-- The worker calls it for groups of 32 seats or more (SPREAD_FROM_NEED);
+-- small ones keep the single head-first seek (two more probes would cost
+-- more than the collisions they avoid).
 CREATE FUNCTION seatq.lock_cheapest_spread(p_event bigint, p_class smallint, p_need int)
 RETURNS TABLE (seat_no int, class smallint, row_no int, pos int, price_cents int)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -39,10 +42,15 @@ BEGIN
     END IF;
     SELECT s.seat_no INTO v_last
     FROM seatq.seats s
-    WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price AND s.state <> 'booked'
+    WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price
+      AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
     ORDER BY s.price_cents DESC, s.seat_no DESC
     LIMIT 1;
-    v_start := v_first + floor(random() * (v_last - v_first + 1))::int;
+    -- (Each probe has its own snapshot: if the level filled up in between,
+    -- start at its head.)
+    v_start := CASE WHEN v_last >= v_first
+                    THEN v_first + floor(random() * (v_last - v_first + 1))::int
+                    ELSE v_first END;
 
     RETURN QUERY
     SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
@@ -55,7 +63,7 @@ BEGIN
     GET DIAGNOSTICS v_got = ROW_COUNT;
     v_left := v_left - v_got;
 
-    IF v_left > 0 AND v_start > v_first THEN
+    IF v_left > 0 THEN
         RETURN QUERY
         SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
         FROM seatq.seats s

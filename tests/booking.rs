@@ -360,3 +360,56 @@ async fn a_big_batch_takes_the_whole_cheapest_level_before_any_dearer_seat() {
     db.assert_invariants(true).await;
     db.close().await;
 }
+
+#[tokio::test]
+async fn the_spread_start_skips_held_seats_and_empties_the_cheapest_level_before_the_next() {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let levels = class_3_levels(&db, ev).await;
+    assert_eq!(levels.len(), 2, "{levels:?}");
+    // Another transaction holds every seat of the cheapest level but its
+    // first five.
+    let mut other = db.pool.begin().await.unwrap();
+    let held: Vec<i32> = sqlx::query_scalar(
+        "SELECT seat_no FROM seatq.seats s WHERE event_id = $1 AND class = 3 AND price_cents = $2
+           AND seat_no > (SELECT seat_no FROM seatq.seats WHERE event_id = s.event_id AND class = 3
+                          AND price_cents = $2 ORDER BY seat_no OFFSET 4 LIMIT 1)
+         FOR UPDATE",
+    )
+    .bind(ev)
+    .bind(levels[0].0)
+    .fetch_all(&mut *other)
+    .await
+    .unwrap();
+    let dearest_first: Vec<i32> = sqlx::query_scalar(
+        "SELECT seat_no FROM seatq.seats WHERE event_id = $1 AND class = 3 AND price_cents = $2
+         ORDER BY seat_no LIMIT 35",
+    )
+    .bind(ev)
+    .bind(levels[1].0)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+
+    // Whatever seat it starts at: the five free ones of the cheapest level,
+    // then the next level from its head.
+    for _ in 0..5 {
+        let mut tx = db.pool.begin().await.unwrap();
+        let got: Vec<(i32, i32)> =
+            sqlx::query_as("SELECT seat_no, price_cents FROM seatq.lock_cheapest_spread($1, 3::smallint, 40)")
+                .bind(ev)
+                .fetch_all(&mut *tx)
+                .await
+                .unwrap();
+        let mut cheap: Vec<i32> = got.iter().filter(|g| g.1 == levels[0].0).map(|g| g.0).collect();
+        let mut dear: Vec<i32> = got.iter().filter(|g| g.1 == levels[1].0).map(|g| g.0).collect();
+        cheap.sort();
+        dear.sort();
+        assert_eq!((cheap.len(), dear.len()), (5, 35), "{got:?}");
+        assert!(cheap.iter().all(|s| !held.contains(s)), "{cheap:?}");
+        assert_eq!(dear, dearest_first);
+        tx.rollback().await.unwrap();
+    }
+    other.rollback().await.unwrap();
+    db.close().await;
+}

@@ -5,9 +5,11 @@
 //! a claim begun since came back short and nothing new has arrived after that
 //! one began: then the queue held nothing claimable at that claim's snapshot,
 //! and a claim now would only step over the requests other batches hold (a
-//! lock-manager call each) to find nothing. What becomes claimable otherwise
-//! (a request whose retry falls due, one released by a worker that died) is
-//! found by the fallback poll, as when every loop is idle.
+//! lock-manager call each) to find nothing. A batch that fails releases its
+//! requests without a notification, so its loop calls [`Wake::released`].
+//! What becomes claimable otherwise (a retry or requeued request falling
+//! due, requests released by a worker of another process that died) is found
+//! by the fallback poll, as when every loop is idle.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -42,6 +44,14 @@ impl Wake {
     pub fn everyone(&self) {
         self.news.fetch_max(self.ticket(), Ordering::SeqCst);
         self.notify.notify_waiters();
+    }
+
+    /// A failed batch released its requests, unannounced: loops still busy
+    /// claim again after their batch (as if new requests had come). Idle
+    /// ones are not woken, so that a request that breaks batches does not
+    /// break all of them at once.
+    pub fn released(&self) {
+        self.news.fetch_max(self.ticket(), Ordering::SeqCst);
     }
 
     /// A claim came back full: wake the next idle loop, since more are likely
@@ -97,12 +107,14 @@ mod tests {
     }
 
     #[test]
-    fn missed_notifications_count_as_news() {
-        let wake = Wake::default();
-        let mine = wake.ticket();
-        let other = wake.ticket();
-        wake.claimed_short(other);
-        wake.everyone();
-        assert!(!wake.drained_since(mine));
+    fn missed_notifications_and_released_requests_count_as_news() {
+        for unannounced in [Wake::everyone, Wake::released] {
+            let wake = Wake::default();
+            let mine = wake.ticket();
+            let other = wake.ticket();
+            wake.claimed_short(other);
+            unannounced(&wake);
+            assert!(!wake.drained_since(mine));
+        }
     }
 }

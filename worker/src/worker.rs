@@ -214,6 +214,8 @@ impl Worker {
                         }
                     };
                     Metrics::add(&self.metrics.batch_errors, 1);
+                    // Its requests are claimable again, unannounced.
+                    wake.released();
                     careful = self.config.batch_size as usize;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}

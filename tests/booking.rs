@@ -413,3 +413,36 @@ async fn the_spread_start_skips_held_seats_and_empties_the_cheapest_level_before
     other.rollback().await.unwrap();
     db.close().await;
 }
+
+#[tokio::test]
+async fn only_groups_of_spread_from_need_seats_or_more_take_the_spread_path() {
+    use seatq::sql::allocation::{LOCK_CHEAPEST, SPREAD_FROM_NEED};
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    // How often the statement calls the function, counted for this
+    // transaction alone (pg_stat_xact_user_functions).
+    async fn calls_for(db: &TestDb, event: i64, need: i32) -> (usize, i64) {
+        let mut tx = db.pool.begin().await.unwrap();
+        sqlx::query("SET LOCAL track_functions = 'pl'").execute(&mut *tx).await.unwrap();
+        let rows = sqlx::query(LOCK_CHEAPEST)
+            .bind(vec![event])
+            .bind(vec![3i16])
+            .bind(vec![need])
+            .bind(SPREAD_FROM_NEED)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        let calls: Option<i64> = sqlx::query_scalar(
+            "SELECT calls FROM pg_stat_xact_user_functions WHERE schemaname = 'seatq' AND funcname = 'lock_cheapest_spread'",
+        )
+        .fetch_optional(&mut *tx)
+        .await
+        .unwrap();
+        tx.rollback().await.unwrap();
+        let seats = rows.iter().filter(|r| sqlx::Row::get::<Option<i32>, _>(*r, "seat").is_some()).count();
+        (seats, calls.unwrap_or(0))
+    }
+    assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED - 1).await, (SPREAD_FROM_NEED as usize - 1, 0));
+    assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED).await, (SPREAD_FROM_NEED as usize, 1));
+    db.close().await;
+}

@@ -81,6 +81,9 @@ pub fn table(results: &[Measured]) -> String {
         if let Some(n) = m.holds_expired {
             let _ = write!(out, "; holds expired by the sweeper {n}");
         }
+        if let (Some(queue), Some(batch)) = (m.queue_p50_ms, m.batch_p50_ms) {
+            let _ = write!(out, "; p50 in the queue {queue:.1} ms, in the batch {batch:.1} ms");
+        }
         if m.runs_requests_per_sec.len() > 1 {
             let runs: Vec<String> = m.runs_requests_per_sec.iter().map(|r| format!("{r:.0}")).collect();
             let _ = write!(out, "; req/s of each run {} (the median run is shown)", runs.join(", "));

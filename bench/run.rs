@@ -60,6 +60,10 @@ pub struct Measured {
     pub p95_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Medians of the latency's two parts: in the queue until the
+    /// transaction that finished the request began, and in that transaction.
+    pub queue_p50_ms: Option<f64>,
+    pub batch_p50_ms: Option<f64>,
     pub seats_sold: i64,
     pub contention_retries: i64,
     /// CPU seconds of the worker processes, and of the server processes
@@ -257,6 +261,8 @@ pub async fn run(
         p95_ms: summary.p95.unwrap_or(0.0),
         p99_ms: summary.p99.unwrap_or(0.0),
         max_ms: summary.max.unwrap_or(0.0),
+        queue_p50_ms: summary.queue_p50,
+        batch_p50_ms: summary.batch_p50,
         seats_sold: taken,
         contention_retries: summary.contention_retries,
         worker_cpu_secs: delta(&cpu_before.workers, &cpu_after.workers),
@@ -364,6 +370,8 @@ struct Summary {
     p95: Option<f64>,
     p99: Option<f64>,
     max: Option<f64>,
+    queue_p50: Option<f64>,
+    batch_p50: Option<f64>,
 }
 
 async fn summary(pool: &PgPool, first: i64, t0: DateTime<Utc>) -> Result<Summary, sqlx::Error> {

@@ -44,6 +44,12 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             assert_eq!(outcomes, requests, "{name}: outcomes {:?}", r["outcomes"]);
             assert!(!r["outcomes"].as_object().is_some_and(|o| o.keys().any(|k| k.ends_with(" queued"))), "{name}");
             assert!(r["seats_sold"].as_i64().unwrap_or(0) > 0, "{name}: no seat sold");
+            // The latency's two parts are there, and neither exceeds the whole.
+            let max = r["max_ms"].as_f64().unwrap_or(0.0);
+            for part in ["queue_p50_ms", "batch_p50_ms"] {
+                let ms = r[part].as_f64();
+                assert!(ms.is_some_and(|ms| (0.0..=max).contains(&ms)), "{name}: {part} {ms:?}, max {max}");
+            }
             if r["scenario"] == "checkout" {
                 assert!(r["holds_expired"].as_i64().is_some(), "{name}: the sweeper's count is missing");
             }

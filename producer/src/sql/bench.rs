@@ -56,7 +56,10 @@ WHERE id = ANY($1) AND status = 'succeeded' AND kind = 'hold'";
 /// Summary of this run's requests (id > $1), timed from $2: count, last
 /// outcome, contention retries, and enqueue-to-outcome latency percentiles in
 /// milliseconds (from when the request was available: created, or $2 if it
-/// was already waiting).
+/// was already waiting); and the medians of its two parts: waiting in the
+/// queue until the transaction that finished it began (`started_at`; one
+/// begun before the request was available counts from then), and that
+/// transaction's time up to the outcome.
 pub const SUMMARY: &str = "
 SELECT count(*) AS requests,
        max(finished_at) AS last_finished,
@@ -64,11 +67,15 @@ SELECT count(*) AS requests,
        percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) AS p50,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) AS p95,
        percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
-       max(ms) AS max
+       max(ms) AS max,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY queue_ms) AS queue_p50,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY batch_ms) AS batch_p50
 FROM (
     SELECT finished_at, contention_retries,
-           extract(epoch FROM finished_at - greatest(created_at, $2))::float8 * 1000 AS ms
-    FROM seatq.requests WHERE id > $1
+           extract(epoch FROM finished_at - available)::float8 * 1000 AS ms,
+           extract(epoch FROM greatest(started_at, available) - available)::float8 * 1000 AS queue_ms,
+           extract(epoch FROM finished_at - greatest(started_at, available))::float8 * 1000 AS batch_ms
+    FROM (SELECT *, greatest(created_at, $2) AS available FROM seatq.requests WHERE id > $1) q
 ) r";
 
 /// This run's outcomes (id > $1) by kind and status or error code.

@@ -26,6 +26,10 @@ DECLARE
     v_first int;
     v_last int;
     v_start int;
+    v_lo bigint;
+    v_hi bigint;
+    v_from bigint;
+    v_to bigint;
     v_got int;
     v_left int := p_need;
 BEGIN
@@ -52,40 +56,28 @@ BEGIN
                     THEN v_first + floor(random() * (v_last - v_first + 1))::int
                     ELSE v_first END;
 
-    RETURN QUERY
-    SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
-    FROM seatq.seats s
-    WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price AND s.seat_no >= v_start
-      AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
-    ORDER BY s.price_cents, s.seat_no
-    LIMIT v_left
-    FOR UPDATE OF s SKIP LOCKED;
-    GET DIAGNOSTICS v_got = ROW_COUNT;
-    v_left := v_left - v_got;
-
-    IF v_left > 0 THEN
+    -- Three stretches, each (lowest price, highest price, first seat, last
+    -- seat) taken cheapest first: the level from the start to its end, the
+    -- level from its head round to the start, then every dearer seat.
+    -- (bigint, so that the bounds never overflow.)
+    FOR v_lo, v_hi, v_from, v_to IN
+        VALUES (v_price::bigint, v_price::bigint, v_start::bigint, 2147483647::bigint),
+               (v_price, v_price, 0, v_start - 1),
+               (v_price::bigint + 1, 2147483647, 0, 2147483647)
+    LOOP
         RETURN QUERY
         SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
         FROM seatq.seats s
-        WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price AND s.seat_no < v_start
+        WHERE s.event_id = p_event AND s.class = p_class
+          AND s.price_cents BETWEEN v_lo AND v_hi AND s.seat_no BETWEEN v_from AND v_to
           AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
         ORDER BY s.price_cents, s.seat_no
         LIMIT v_left
         FOR UPDATE OF s SKIP LOCKED;
         GET DIAGNOSTICS v_got = ROW_COUNT;
         v_left := v_left - v_got;
-    END IF;
-
-    IF v_left > 0 THEN
-        RETURN QUERY
-        SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents
-        FROM seatq.seats s
-        WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents > v_price
-          AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
-        ORDER BY s.price_cents, s.seat_no
-        LIMIT v_left
-        FOR UPDATE OF s SKIP LOCKED;
-    END IF;
+        EXIT WHEN v_left = 0;
+    END LOOP;
 END
 $$;
 

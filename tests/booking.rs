@@ -295,10 +295,11 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     db.close().await;
 }
 
-/// (price, seats of class 3 at that price), cheapest first.
-async fn class_3_levels(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
+/// Class 3's price levels, cheapest first: (price, seats, seats taken).
+async fn class_3_levels(db: &TestDb, event: i64) -> Vec<(i32, i64, i64)> {
     sqlx::query_as(
-        "SELECT price_cents, count(*) FROM seatq.seats WHERE event_id = $1 AND class = 3 GROUP BY 1 ORDER BY 1",
+        "SELECT price_cents, count(*), count(*) FILTER (WHERE state <> 'available') FROM seatq.seats
+         WHERE event_id = $1 AND class = 3 GROUP BY 1 ORDER BY 1",
     )
     .bind(event)
     .fetch_all(&db.pool)
@@ -306,16 +307,9 @@ async fn class_3_levels(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
     .unwrap()
 }
 
-/// Seats of class 3 taken, by price, cheapest first.
+/// Seats taken per price level of class 3, cheapest first: (price, taken).
 async fn class_3_taken(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
-    sqlx::query_as(
-        "SELECT price_cents, count(*) FILTER (WHERE state <> 'available') FROM seatq.seats
-         WHERE event_id = $1 AND class = 3 GROUP BY 1 ORDER BY 1",
-    )
-    .bind(event)
-    .fetch_all(&db.pool)
-    .await
-    .unwrap()
+    class_3_levels(db, event).await.into_iter().map(|(price, _, taken)| (price, taken)).collect()
 }
 
 #[tokio::test]
@@ -411,6 +405,8 @@ async fn the_spread_start_skips_held_seats_and_empties_the_cheapest_level_before
         tx.rollback().await.unwrap();
     }
     other.rollback().await.unwrap();
+    assert_eq!(db.seats_taken(ev).await, 0, "locks only: nothing was taken");
+    db.assert_invariants(true).await;
     db.close().await;
 }
 
@@ -444,5 +440,7 @@ async fn only_groups_of_spread_from_need_seats_or_more_take_the_spread_path() {
     }
     assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED - 1).await, (SPREAD_FROM_NEED as usize - 1, 0));
     assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED).await, (SPREAD_FROM_NEED as usize, 1));
+    assert_eq!(db.seats_taken(ev).await, 0, "locks only: nothing was taken");
+    db.assert_invariants(true).await;
     db.close().await;
 }

@@ -35,21 +35,22 @@ impl Wake {
 
     /// New requests: wake one idle loop.
     pub fn news(&self) {
-        self.news.fetch_max(self.ticket(), Ordering::SeqCst);
+        self.released();
         self.notify.notify_one();
     }
 
     /// Notifications may have been missed (the listener reconnected): wake
     /// every idle loop.
     pub fn everyone(&self) {
-        self.news.fetch_max(self.ticket(), Ordering::SeqCst);
+        self.released();
         self.notify.notify_waiters();
     }
 
-    /// A failed batch released its requests, unannounced: loops still busy
-    /// claim again after their batch (as if new requests had come). Idle
-    /// ones are not woken, so that a request that breaks batches does not
-    /// break all of them at once.
+    /// Requests may be claimable that no claim begun before now saw: loops
+    /// still busy claim again after their batch. Idle ones are not woken: a
+    /// failed batch, which released its requests unannounced, calls this
+    /// alone, so that a request that breaks batches does not break all of
+    /// them at once.
     pub fn released(&self) {
         self.news.fetch_max(self.ticket(), Ordering::SeqCst);
     }

@@ -10,9 +10,13 @@ pub const EVENT_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM seatq.events WHERE 
 /// (event, class): for group k, up to $3[k] seats of class $2[k] on event
 /// $1[k], cheapest first. One row per seat locked, and one with a NULL seat
 /// for a group that got none; `known` says whether the event exists. An index
-/// seek on seats_free_by_price per group. The lock clause is the strategy's.
+/// seek on seats_free_by_price per group. The lock clause is the strategy's;
+/// `$also` may add a condition on the seek and another way to the seats.
 macro_rules! lock_cheapest {
     ($lock:literal) => {
+        lock_cheapest!($lock, "")
+    };
+    ($lock:literal, $also:literal) => {
         concat!(
             "
 SELECT g.ord AS grp, e.id IS NOT NULL AS known,
@@ -20,14 +24,19 @@ SELECT g.ord AS grp, e.id IS NOT NULL AS known,
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 LEFT JOIN LATERAL (
-    SELECT seat_no, class, row_no, pos, price_cents
-    FROM seatq.seats
-    WHERE event_id = g.event_id AND class = g.class
-      AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-    ORDER BY price_cents, seat_no
-    LIMIT g.need
-    ",
+    SELECT * FROM (
+        SELECT seat_no, class, row_no, pos, price_cents
+        FROM seatq.seats
+        WHERE event_id = g.event_id AND class = g.class
+          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
+        ORDER BY price_cents, seat_no
+        LIMIT g.need
+        ",
             $lock,
+            "
+    ) head
+    ",
+            $also,
             "
 ) s ON true
 ORDER BY g.ord, s.price_cents, s.seat_no"
@@ -39,27 +48,15 @@ ORDER BY g.ord, s.price_cents, s.seat_no"
 /// A group needing $4 seats or more ([`SPREAD_FROM_NEED`]) starts at a random
 /// seat of the cheapest price level (`seatq.lock_cheapest_spread`, migration
 /// 0009), so that concurrent batches on one hot event do not all step over
-/// each other's seats.
-pub const LOCK_CHEAPEST: &str = "
-SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
-FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
-LEFT JOIN seatq.events e ON e.id = g.event_id
-LEFT JOIN LATERAL (
-    SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents
-        FROM seatq.seats
-        WHERE g.need < $4 AND event_id = g.event_id AND class = g.class
-          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
-        ORDER BY price_cents, seat_no
-        LIMIT g.need
-        FOR UPDATE SKIP LOCKED
-    ) head
+/// each other's seats. (Each condition on `g.need` is a one-time filter: the
+/// way not taken is not run.)
+pub const LOCK_CHEAPEST: &str = lock_cheapest!(
+    "FOR UPDATE SKIP LOCKED",
+    "WHERE g.need < $4
     UNION ALL
     SELECT * FROM seatq.lock_cheapest_spread(g.event_id, g.class, g.need)
-    WHERE g.need >= $4 AND e.id IS NOT NULL
-) s ON true
-ORDER BY g.ord, s.price_cents, s.seat_no";
+    WHERE g.need >= $4 AND e.id IS NOT NULL"
+);
 /// Groups needing this many seats or more take them from a random start (see
 /// [`LOCK_CHEAPEST`]): a batch of many parties for one event. Smaller ones keep
 /// the single head-first seek; two more probes would cost more than the

@@ -46,6 +46,9 @@ struct Args {
     /// Batch loops per worker process (default: the scenario's).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Of each process's loops, how many may be in a transaction at once.
+    #[arg(long, default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE)]
+    max_active: usize,
     /// Requests per batch transaction.
     #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE)]
     batch_size: i64,
@@ -126,6 +129,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 hold_secs: args.hold_secs,
                 workers: args.workers.unwrap_or(d.workers).max(1),
                 concurrency: args.concurrency.unwrap_or(d.concurrency).max(1),
+                max_active: args.max_active.max(1),
                 batch_size: args.batch_size,
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),

@@ -31,6 +31,7 @@ pub struct Launch<'a> {
     pub database_url: &'a str,
     pub processes: usize,
     pub concurrency: usize,
+    pub max_active: usize,
     pub batch_size: i64,
     pub strategy: &'a str,
     pub log: &'a Path,
@@ -44,6 +45,7 @@ impl Workers {
                 .with_context(|| format!("creating {}", l.log.display()))?;
             let child = Command::new(l.binary)
                 .args(["--concurrency", &l.concurrency.to_string()])
+                .args(["--max-active", &l.max_active.to_string()])
                 .args(["--batch-size", &l.batch_size.to_string()])
                 .args(["--strategy", l.strategy])
                 .args(["--name", &format!("bench-{n}")])

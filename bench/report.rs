@@ -29,7 +29,13 @@ fn cells(m: &Measured) -> [String; 16] {
         m.scenario.clone(),
         m.strategy.clone(),
         m.load.clone(),
-        format!("{}x{}", m.workers, m.concurrency),
+        // Processes x loops, and "/n" when at most n of a process's loops
+        // are in a transaction at once.
+        if m.max_active < m.concurrency {
+            format!("{}x{}/{}", m.workers, m.concurrency, m.max_active)
+        } else {
+            format!("{}x{}", m.workers, m.concurrency)
+        },
         m.requests.to_string(),
         format!("{:.0}", m.requests_per_sec),
         format!("{:.1}", m.p50_ms),

@@ -37,6 +37,8 @@ pub struct Plan {
     pub hold_secs: u32,
     pub workers: usize,
     pub concurrency: usize,
+    /// Of each process's loops, how many may be in a transaction at once.
+    pub max_active: usize,
     pub batch_size: i64,
     /// Requests per second to enqueue at (steady stream); `None`: all at once.
     pub rate: Option<f64>,
@@ -52,6 +54,7 @@ pub struct Measured {
     pub load: String,
     pub workers: usize,
     pub concurrency: usize,
+    pub max_active: usize,
     pub batch_size: i64,
     pub requests: i64,
     pub secs: f64,
@@ -146,6 +149,7 @@ pub async fn run(
         database_url: &url,
         processes: plan.workers,
         concurrency: plan.concurrency,
+        max_active: plan.max_active,
         batch_size: plan.batch_size,
         strategy: &plan.strategy,
         log: &log,
@@ -253,6 +257,7 @@ pub async fn run(
         load: plan.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s")),
         workers: plan.workers,
         concurrency: plan.concurrency,
+        max_active: plan.max_active,
         batch_size: plan.batch_size,
         requests: summary.requests,
         secs,

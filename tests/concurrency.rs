@@ -1,12 +1,13 @@
 //! Many workers, one hot event: no seat twice, every party whole or refused,
-//! every request finished exactly once.
+//! every request finished exactly once; and a worker's loops take turns.
 
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{Running, TestDb, code};
+use common::{Running, TestDb, WorkerProcess, code, hold};
+use seatq::sql::queue::COUNT_UNFINISHED;
 use seatq::{NewRequest, Request, SeatRequest, Status};
 use seatq_worker::Config;
 
@@ -97,6 +98,51 @@ async fn eight_workers_two_thousand_requests_one_event() {
     assert_eq!(granted.len() as i64, SEATS as i64, "the event sells out: {codes:?}");
     assert_eq!(db.seats_taken(event).await, granted.len() as i64, "seats taken = seats granted");
     assert_eq!(db.seats_granted(event).await, granted.len() as i64);
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+/// Backends of this database in a batch that has claimed requests (the
+/// claim's FOR UPDATE takes RowShareLock on the queue table; the worker's
+/// other tasks take none).
+async fn batches_in_flight(db: &TestDb) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(DISTINCT pid) FROM pg_locks
+         WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND relation = 'seatq.requests'::regclass AND mode = 'RowShareLock' AND granted
+           AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_runs_at_most_max_active_batches_at_once() {
+    let db = TestDb::new().await;
+    let event = db.client.add_event("E", 100, 6).await.unwrap();
+    // Six bookings that each pause 2 s inside their batch (fault:slow): six
+    // loops claiming one each would hold six batches open at once.
+    let batch: Vec<NewRequest> = (0..6).map(|_| Request::Book(hold(event, 3, 2, "fault:slow")).into()).collect();
+    let ids = db.client.enqueue_many(&batch).await.unwrap();
+    let args = ["--concurrency", "6", "--max-active", "2", "--batch-size", "1"];
+    let worker = WorkerProcess::start(&db, "turns", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
+    let (mut most, deadline) = (0, Instant::now() + Duration::from_secs(60));
+    let mut done = false;
+    while !done && Instant::now() < deadline {
+        most = most.max(batches_in_flight(&db).await);
+        let unfinished: i64 = sqlx::query_scalar(COUNT_UNFINISHED).bind(&ids).fetch_one(&db.pool).await.unwrap();
+        done = unfinished == 0;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(done, "the six bookings never finished");
+    assert_eq!(most, 2, "two batches at a time, never more (and the two do run together)");
+    for id in &ids {
+        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
+    }
+    assert_eq!(db.seats_taken(event).await, 12);
+    assert_eq!(db.seats_granted(event).await, 12);
+    worker.kill();
     db.assert_invariants(true).await;
     db.close().await;
 }

@@ -71,6 +71,10 @@ impl std::str::FromStr for Strategy {
 pub struct Config {
     /// Batch loops in this process; each uses one connection at a time.
     pub concurrency: usize,
+    /// Of those loops, how many may be in a transaction at once (at least 1):
+    /// on a database with few cores, more concurrent batches only add
+    /// contention (see the README's Performance section).
+    pub max_active: usize,
     /// Requests claimed per transaction (one commit carries them all), at
     /// most [`MAX_BATCH_SIZE`].
     pub batch_size: i64,
@@ -102,6 +106,10 @@ pub struct Config {
 /// carries many bookings, small enough to keep latency low (see the README's
 /// Performance section for the measurements behind it).
 pub const DEFAULT_BATCH_SIZE: i64 = 100;
+/// Batch transactions a worker process runs at once unless configured:
+/// about two per core of the 2-core database the benchmark ran on, where 32
+/// at once did half the work of 4.
+pub const DEFAULT_MAX_ACTIVE: usize = 4;
 /// Largest batch allowed.
 pub const MAX_BATCH_SIZE: i64 = 1000;
 
@@ -109,6 +117,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             concurrency: 2,
+            max_active: DEFAULT_MAX_ACTIVE,
             batch_size: DEFAULT_BATCH_SIZE,
             poll_interval: Duration::from_millis(500),
             sweep_interval: Duration::from_secs(1),

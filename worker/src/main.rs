@@ -23,6 +23,10 @@ struct Args {
     /// Batch loops (concurrent transactions) in this process.
     #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2)]
     concurrency: usize,
+    /// Of those loops, how many may be in a transaction at once. About two
+    /// per database core: more concurrent batches only add contention.
+    #[arg(long, env = "SEATQ_MAX_ACTIVE", default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE)]
+    max_active: usize,
     /// Requests claimed per transaction (1 to 1000).
     #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
           value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
@@ -70,6 +74,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(on_signals(term, int, shutdown.clone(), Duration::from_secs(args.shutdown_grace_secs)));
     let config = Config {
         concurrency: args.concurrency.max(1),
+        max_active: args.max_active.max(1),
         batch_size: args.batch_size,
         poll_interval: Duration::from_millis(args.poll_ms.max(1)),
         sweep_interval: Duration::from_millis(args.sweep_ms),

@@ -8,6 +8,7 @@ use seatq::sql::queue;
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -24,6 +25,8 @@ pub struct Worker {
     pool: PgPool,
     config: Config,
     metrics: Arc<Metrics>,
+    /// A turn in a transaction: at most `max_active` of the loops hold one.
+    turns: Arc<Semaphore>,
     /// Where `/metrics` is served, taken by `run`.
     metrics_listener: Arc<Mutex<Option<TcpListener>>>,
 }
@@ -78,7 +81,9 @@ impl Worker {
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
         config.concurrency = config.concurrency.max(1);
-        Worker { pool, config, metrics: Arc::default(), metrics_listener: Arc::default() }
+        config.max_active = config.max_active.max(1);
+        let turns = Arc::new(Semaphore::new(config.max_active));
+        Worker { pool, config, metrics: Arc::default(), turns, metrics_listener: Arc::default() }
     }
 
     /// Serve `/metrics` and `/healthz` on this listener while running.
@@ -136,7 +141,8 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let pass = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
+            let turn = self.turn().await;
+            let pass = self.process_once(self.config.batch_size, &mut Vec::new(), None, turn).await?;
             finished += pass.finished;
             if pass.claimed == 0 {
                 return Ok(finished);
@@ -148,6 +154,7 @@ impl Worker {
         let c = &self.config;
         serde_json::json!({
             "concurrency": c.concurrency,
+            "max_active": c.max_active,
             "batch_size": c.batch_size,
             "poll_ms": c.poll_interval.as_millis() as u64,
             "sweep_ms": c.sweep_interval.as_millis() as u64,
@@ -171,11 +178,16 @@ impl Worker {
         let mut careful: usize = 0;
         let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
+            // A turn first (outside the batch's time limit: waiting for one
+            // is not the batch being stuck).
+            let turn = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                turn = self.turn() => turn,
+            };
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let result =
-                tokio::time::timeout(self.config.batch_timeout, self.process_once(limit, &mut in_hand, Some(&wake)))
-                    .await;
+            let batch = self.process_once(limit, &mut in_hand, Some(&wake), turn);
+            let result = tokio::time::timeout(self.config.batch_timeout, batch).await;
             match result {
                 // Requests left over for the next batch, or a full claim
                 // (more are likely due, unless a later claim found none):
@@ -259,18 +271,26 @@ impl Worker {
         }
     }
 
-    /// One batch of up to `limit`, then its contended requests again after
-    /// jittered backoffs (no transaction open while sleeping); those still
-    /// contended after the last try go back to the queue. `in_hand` says
-    /// which requests the batch that failed held; `wake`, see [`batch::run`].
+    /// Wait for a turn in a transaction (see [`Config::max_active`]).
+    async fn turn(&self) -> OwnedSemaphorePermit {
+        self.turns.clone().acquire_owned().await.expect("the turns semaphore is never closed")
+    }
+
+    /// One batch of up to `limit`, in `turn`, then its contended requests
+    /// again after jittered backoffs (no transaction open and no turn held
+    /// while sleeping); those still contended after the last try go back to
+    /// the queue. `in_hand` says which requests the batch that failed held;
+    /// `wake`, see [`batch::run`].
     async fn process_once(
         &self,
         limit: i64,
         in_hand: &mut Vec<batch::InHand>,
         wake: Option<&Wake>,
+        turn: OwnedSemaphorePermit,
     ) -> Result<Pass, sqlx::Error> {
         let strategy = self.config.strategy;
         let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
+        drop(turn);
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -281,6 +301,7 @@ impl Worker {
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
             let claim = Claim::Retry { ids: &contended, requeue };
+            let _turn = self.turn().await;
             let report = batch::run(&self.pool, claim, strategy, &self.metrics, in_hand, None).await?;
             finished += report.finished;
             contended = report.contended;

@@ -177,6 +177,7 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
         "# TYPE seatq_batch_size histogram",
         "# TYPE seatq_contention_retries_total counter",
         "# TYPE seatq_holds_expired_total counter",
+        "# TYPE seatq_turn_wait_seconds_total counter",
     ] {
         assert!(metrics.lines().any(|l| l == line), "missing {line:?} in\n{metrics}");
     }

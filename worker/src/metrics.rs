@@ -48,6 +48,9 @@ pub struct Metrics {
     pub holds_expired: AtomicU64,
     pub pruned: AtomicU64,
     pub heartbeats: AtomicU64,
+    /// Time batch loops spent waiting for a turn (`--max-active`), in
+    /// microseconds.
+    pub turn_wait_us: AtomicU64,
     /// Unix time of the last heartbeat, in milliseconds.
     pub last_heartbeat_ms: AtomicU64,
     /// The totals by status last counted, reused for [`TOTALS_EVERY`].
@@ -209,6 +212,13 @@ impl Metrics {
             let _ =
                 writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value.load(Ordering::Relaxed));
         }
+        let name = "seatq_turn_wait_seconds_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time batch loops spent waiting for a turn in a transaction (--max-active).\n\
+             # TYPE {name} counter\n{name} {}",
+            self.turn_wait_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
         out
     }
 

@@ -179,11 +179,19 @@ impl Worker {
         let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
             // A turn first (outside the batch's time limit: waiting for one
-            // is not the batch being stuck).
+            // is not the batch being stuck). If meanwhile a claim begun after
+            // this loop asked came back short, the others have drained the
+            // queue: a claim now would find nothing.
+            let asked = wake.ticket();
             let turn = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 turn = self.turn() => turn,
             };
+            if wake.drained_since(asked) {
+                drop(turn);
+                self.idle(&wake, &shutdown).await;
+                continue;
+            }
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
             let batch = self.process_once(limit, &mut in_hand, Some(&wake), turn);
@@ -247,13 +255,18 @@ impl Worker {
                     continue;
                 }
             }
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
-            }
+            self.idle(&wake, &shutdown).await;
         }
         tracing::debug!(loop_ = n, "batch loop stopped");
+    }
+
+    /// Wait for news, the next poll or shutdown.
+    async fn idle(&self, wake: &Wake, shutdown: &CancellationToken) {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(self.config.poll_interval) => {}
+        }
     }
 
     /// Count a failed attempt for a request that broke its batch; a failure
@@ -273,7 +286,13 @@ impl Worker {
 
     /// Wait for a turn in a transaction (see [`Config::max_active`]).
     async fn turn(&self) -> OwnedSemaphorePermit {
-        self.turns.clone().acquire_owned().await.expect("the turns semaphore is never closed")
+        if let Ok(turn) = self.turns.clone().try_acquire_owned() {
+            return turn;
+        }
+        let waiting = std::time::Instant::now();
+        let turn = self.turns.clone().acquire_owned().await.expect("the turns semaphore is never closed");
+        Metrics::add(&self.metrics.turn_wait_us, waiting.elapsed().as_micros() as u64);
+        turn
     }
 
     /// One batch of up to `limit`, in `turn`, then its contended requests

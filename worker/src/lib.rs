@@ -108,7 +108,7 @@ pub struct Config {
 pub const DEFAULT_BATCH_SIZE: i64 = 100;
 /// Batch transactions a worker process runs at once unless configured:
 /// about two per core of the 2-core database the benchmark ran on, where 32
-/// at once did half the work of 4.
+/// at once did little more than half the work of 4.
 pub const DEFAULT_MAX_ACTIVE: usize = 4;
 /// Largest batch allowed.
 pub const MAX_BATCH_SIZE: i64 = 1000;

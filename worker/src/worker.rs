@@ -250,6 +250,7 @@ impl Worker {
                     if limit == 1
                         && let Some(&request) = in_hand.first()
                     {
+                        let _turn = self.turn().await;
                         self.record_failed_attempt(n, request, &error).await;
                     }
                     continue;

@@ -20,7 +20,8 @@ struct Args {
     /// PostgreSQL URL; the database is created and migrated if missing.
     #[arg(long, env = "DATABASE_URL", default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
-    /// Batch loops (concurrent transactions) in this process.
+    /// Batch loops in this process (at most --max-active of them in a
+    /// transaction at once).
     #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2)]
     concurrency: usize,
     /// Of those loops, how many may be in a transaction at once. About two

@@ -47,9 +47,10 @@ impl Worker {
     /// logged) rather than hanging, and shutdown is never held up by it.
     pub async fn connect(url: &str, config: Config) -> Result<Worker, seatq::Error> {
         let options = session_options(seatq::db::options(url)?);
-        // One connection per batch loop, plus one for the background tasks
-        // and one spare (the listener has its own).
-        let size = config.concurrency as u32 + 2;
+        // One connection per batch loop that may be in a transaction at once,
+        // plus one for the background tasks and one spare (the listener has
+        // its own).
+        let size = config.concurrency.min(config.max_active.max(1)) as u32 + 2;
         let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
         let mut attempts = 0u32;
         loop {

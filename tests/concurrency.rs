@@ -102,9 +102,9 @@ async fn eight_workers_two_thousand_requests_one_event() {
     db.close().await;
 }
 
-/// Backends of this database in a batch that has claimed requests (the
-/// claim's FOR UPDATE takes RowShareLock on the queue table; the worker's
-/// other tasks take none).
+/// Backends of this database in a batch that has claimed requests: the
+/// claim's FOR UPDATE takes RowShareLock on the queue table (as retention's
+/// does, which the test turns off).
 async fn batches_in_flight(db: &TestDb) -> i64 {
     sqlx::query_scalar(
         "SELECT count(DISTINCT pid) FROM pg_locks
@@ -125,7 +125,7 @@ async fn a_worker_runs_at_most_max_active_batches_at_once() {
     // loops claiming one each would hold six batches open at once.
     let batch: Vec<NewRequest> = (0..6).map(|_| Request::Book(hold(event, 3, 2, "fault:slow")).into()).collect();
     let ids = db.client.enqueue_many(&batch).await.unwrap();
-    let args = ["--concurrency", "6", "--max-active", "2", "--batch-size", "1"];
+    let args = ["--concurrency", "6", "--max-active", "2", "--batch-size", "1", "--retention-hours", "0"];
     let worker = WorkerProcess::start(&db, "turns", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
     let (mut most, deadline) = (0, Instant::now() + Duration::from_secs(60));
     let mut done = false;

@@ -22,11 +22,11 @@ struct Args {
     database_url: String,
     /// Batch loops in this process (at most --max-active of them in a
     /// transaction at once).
-    #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2)]
+    #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2, value_parser = loops())]
     concurrency: usize,
     /// Of those loops, how many may be in a transaction at once. About two
     /// per database core: more concurrent batches only add contention.
-    #[arg(long, env = "SEATQ_MAX_ACTIVE", default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE)]
+    #[arg(long, env = "SEATQ_MAX_ACTIVE", default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE, value_parser = loops())]
     max_active: usize,
     /// Requests claimed per transaction (1 to 1000).
     #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
@@ -63,6 +63,11 @@ struct Args {
     log_json: bool,
 }
 
+/// 1 to 1024: batch loops, or turns, per process.
+fn loops() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -74,8 +79,8 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(on_signals(term, int, shutdown.clone(), Duration::from_secs(args.shutdown_grace_secs)));
     let config = Config {
-        concurrency: args.concurrency.max(1),
-        max_active: args.max_active.max(1),
+        concurrency: args.concurrency,
+        max_active: args.max_active,
         batch_size: args.batch_size,
         poll_interval: Duration::from_millis(args.poll_ms.max(1)),
         sweep_interval: Duration::from_millis(args.sweep_ms),

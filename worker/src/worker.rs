@@ -50,7 +50,8 @@ impl Worker {
         // One connection per batch loop that may be in a transaction at once,
         // plus one for the background tasks and one spare (the listener has
         // its own).
-        let size = config.concurrency.min(config.max_active.max(1)) as u32 + 2;
+        let loops = config.concurrency.min(config.max_active).max(1);
+        let size = u32::try_from(loops).unwrap_or(u32::MAX).saturating_add(2);
         let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
         let mut attempts = 0u32;
         loop {
@@ -82,7 +83,7 @@ impl Worker {
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
         config.concurrency = config.concurrency.max(1);
-        config.max_active = config.max_active.max(1);
+        config.max_active = config.max_active.clamp(1, Semaphore::MAX_PERMITS);
         let turns = Arc::new(Semaphore::new(config.max_active));
         Worker { pool, config, metrics: Arc::default(), turns, metrics_listener: Arc::default() }
     }
@@ -297,11 +298,12 @@ impl Worker {
         turn
     }
 
-    /// One batch of up to `limit`, in `turn`, then its contended requests
-    /// again after jittered backoffs (no transaction open and no turn held
-    /// while sleeping); those still contended after the last try go back to
-    /// the queue. `in_hand` says which requests the batch that failed held;
-    /// `wake`, see [`batch::run`].
+    /// One batch of up to `limit`, then its contended requests again after
+    /// jittered backoffs (no transaction open while sleeping), all in `turn`
+    /// (the backoffs are milliseconds, and with turns contention is rare);
+    /// those still contended after the last try go back to the queue.
+    /// `in_hand` says which requests the batch that failed held; `wake`, see
+    /// [`batch::run`].
     async fn process_once(
         &self,
         limit: i64,
@@ -311,7 +313,6 @@ impl Worker {
     ) -> Result<Pass, sqlx::Error> {
         let strategy = self.config.strategy;
         let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
-        drop(turn);
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -322,11 +323,11 @@ impl Worker {
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
             let claim = Claim::Retry { ids: &contended, requeue };
-            let _turn = self.turn().await;
             let report = batch::run(&self.pool, claim, strategy, &self.metrics, in_hand, None).await?;
             finished += report.finished;
             contended = report.contended;
         }
+        drop(turn);
         Ok(Pass { claimed: first.claimed, finished, left_over: first.left_over, ticket: first.ticket })
     }
 }

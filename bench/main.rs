@@ -44,10 +44,10 @@ struct Args {
     #[arg(long)]
     workers: Option<usize>,
     /// Batch loops per worker process (default: the scenario's).
-    #[arg(long)]
+    #[arg(long, value_parser = seatq_worker::loops())]
     concurrency: Option<usize>,
     /// Of each process's loops, how many may be in a transaction at once.
-    #[arg(long, default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE)]
+    #[arg(long, default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE, value_parser = seatq_worker::loops())]
     max_active: usize,
     /// Requests per batch transaction.
     #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE)]
@@ -128,8 +128,8 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 backlog: scenario.backlog(args.scale).1,
                 hold_secs: args.hold_secs,
                 workers: args.workers.unwrap_or(d.workers).max(1),
-                concurrency: args.concurrency.unwrap_or(d.concurrency).max(1),
-                max_active: args.max_active.max(1),
+                concurrency: args.concurrency.unwrap_or(d.concurrency),
+                max_active: args.max_active,
                 batch_size: args.batch_size,
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),

@@ -110,6 +110,14 @@ pub const DEFAULT_BATCH_SIZE: i64 = 100;
 /// about two per core of the 2-core database the benchmark ran on, where 32
 /// at once did little more than half the work of 4.
 pub const DEFAULT_MAX_ACTIVE: usize = 4;
+/// Most batch loops, or turns, a process takes.
+pub const MAX_LOOPS: usize = 1024;
+
+/// Parses a count of batch loops or turns: 1 to [`MAX_LOOPS`], with a clear
+/// error otherwise (for `seatq-worker` and the benchmark alike).
+pub fn loops() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_LOOPS as u64)
+}
 /// Largest batch allowed.
 pub const MAX_BATCH_SIZE: i64 = 1000;
 

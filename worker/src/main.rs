@@ -22,11 +22,11 @@ struct Args {
     database_url: String,
     /// Batch loops in this process (at most --max-active of them in a
     /// transaction at once).
-    #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2, value_parser = loops())]
+    #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2, value_parser = seatq_worker::loops())]
     concurrency: usize,
     /// Of those loops, how many may be in a transaction at once. About two
     /// per database core: more concurrent batches only add contention.
-    #[arg(long, env = "SEATQ_MAX_ACTIVE", default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE, value_parser = loops())]
+    #[arg(long, env = "SEATQ_MAX_ACTIVE", default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE, value_parser = seatq_worker::loops())]
     max_active: usize,
     /// Requests claimed per transaction (1 to 1000).
     #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
@@ -61,11 +61,6 @@ struct Args {
     /// Log as JSON lines.
     #[arg(long, env = "SEATQ_LOG_JSON")]
     log_json: bool,
-}
-
-/// 1 to 1024: batch loops, or turns, per process.
-fn loops() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)
 }
 
 #[tokio::main]

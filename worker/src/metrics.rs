@@ -185,7 +185,8 @@ impl Metrics {
                 let _ = writeln!(out, "seatq_queue_depth{{status=\"{status}\"}} {n}");
             }
         }
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        // Counters named `*_seconds_total` are kept in microseconds.
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             (
                 "seatq_contention_retries_total",
                 "Retries of requests that found seats locked.",
@@ -202,6 +203,11 @@ impl Metrics {
             ("seatq_requests_pruned_total", "Finished requests deleted by retention.", &self.pruned),
             ("seatq_worker_heartbeats_total", "Heartbeats written to seatq.workers.", &self.heartbeats),
             (
+                "seatq_turn_wait_seconds_total",
+                "Time batch loops spent waiting for a turn in a transaction (--max-active).",
+                &self.turn_wait_us,
+            ),
+            (
                 "seatq_worker_last_heartbeat_ms",
                 "Unix time of the last heartbeat, in milliseconds.",
                 &self.last_heartbeat_ms,
@@ -209,16 +215,13 @@ impl Metrics {
         ];
         for (name, help, value) in counters {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
-            let _ =
-                writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value.load(Ordering::Relaxed));
+            let value = value.load(Ordering::Relaxed);
+            let _ = if name.ends_with("_seconds_total") {
+                writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value as f64 / 1e6)
+            } else {
+                writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}")
+            };
         }
-        let name = "seatq_turn_wait_seconds_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time batch loops spent waiting for a turn in a transaction (--max-active).\n\
-             # TYPE {name} counter\n{name} {}",
-            self.turn_wait_us.load(Ordering::Relaxed) as f64 / 1e6
-        );
         out
     }
 

@@ -143,8 +143,8 @@ impl Worker {
     pub async fn drain(&self) -> Result<usize, sqlx::Error> {
         let mut finished = 0;
         loop {
-            let turn = self.turn().await;
-            let pass = self.process_once(self.config.batch_size, &mut Vec::new(), None, turn).await?;
+            let _turn = self.turn().await;
+            let pass = self.process_once(self.config.batch_size, &mut Vec::new(), None).await?;
             finished += pass.finished;
             if pass.claimed == 0 {
                 return Ok(finished);
@@ -196,8 +196,9 @@ impl Worker {
             }
             let limit = if careful > 0 { 1 } else { self.config.batch_size };
             careful = careful.saturating_sub(1);
-            let batch = self.process_once(limit, &mut in_hand, Some(&wake), turn);
+            let batch = self.process_once(limit, &mut in_hand, Some(&wake));
             let result = tokio::time::timeout(self.config.batch_timeout, batch).await;
+            drop(turn);
             match result {
                 // Requests left over for the next batch, or a full claim
                 // (more are likely due, unless a later claim found none):
@@ -289,9 +290,6 @@ impl Worker {
 
     /// Wait for a turn in a transaction (see [`Config::max_active`]).
     async fn turn(&self) -> OwnedSemaphorePermit {
-        if let Ok(turn) = self.turns.clone().try_acquire_owned() {
-            return turn;
-        }
         let waiting = std::time::Instant::now();
         let turn = self.turns.clone().acquire_owned().await.expect("the turns semaphore is never closed");
         Metrics::add(&self.metrics.turn_wait_us, waiting.elapsed().as_micros() as u64);
@@ -299,17 +297,16 @@ impl Worker {
     }
 
     /// One batch of up to `limit`, then its contended requests again after
-    /// jittered backoffs (no transaction open while sleeping), all in `turn`
-    /// (the backoffs are milliseconds, and with turns contention is rare);
-    /// those still contended after the last try go back to the queue.
-    /// `in_hand` says which requests the batch that failed held; `wake`, see
-    /// [`batch::run`].
+    /// jittered backoffs (no transaction open while sleeping), all in the
+    /// caller's turn (the backoffs are milliseconds, and with turns contention
+    /// is rare); those still contended after the last try go back to the
+    /// queue. `in_hand` says which requests the batch that failed held;
+    /// `wake`, see [`batch::run`].
     async fn process_once(
         &self,
         limit: i64,
         in_hand: &mut Vec<batch::InHand>,
         wake: Option<&Wake>,
-        turn: OwnedSemaphorePermit,
     ) -> Result<Pass, sqlx::Error> {
         let strategy = self.config.strategy;
         let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
@@ -327,7 +324,6 @@ impl Worker {
             finished += report.finished;
             contended = report.contended;
         }
-        drop(turn);
         Ok(Pass { claimed: first.claimed, finished, left_over: first.left_over, ticket: first.ticket })
     }
 }

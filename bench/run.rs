@@ -286,10 +286,7 @@ pub async fn run(
 async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Result<DateTime<Utc>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     for chunk in requests.chunks(CHUNK) {
-        let kinds: Vec<&str> = chunk.iter().map(|(k, _)| *k).collect();
-        let payloads: Vec<&Value> = chunk.iter().map(|(_, p)| p).collect();
-        let priorities = vec![priority; chunk.len()];
-        sqlx::query(sql::ENQUEUE).bind(kinds).bind(payloads).bind(priorities).execute(&mut *tx).await?;
+        insert(chunk, priority).execute(&mut *tx).await?;
     }
     // Just before the commit: the workers may start the moment it lands.
     let at = sqlx::query_scalar(sql::NOW).fetch_one(&mut *tx).await?;
@@ -297,7 +294,20 @@ async fn enqueue(pool: &PgPool, requests: &[(&str, Value)], priority: i16) -> Re
     Ok(at)
 }
 
-/// Enqueue `requests` at `rate` per second, a small transaction every 2 ms.
+/// One statement inserting `requests` (at most [`CHUNK`]).
+fn insert<'q>(
+    requests: &'q [(&str, Value)],
+    priority: i16,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let kinds: Vec<&str> = requests.iter().map(|(k, _)| *k).collect();
+    let payloads: Vec<&Value> = requests.iter().map(|(_, p)| p).collect();
+    sqlx::query(sql::ENQUEUE).bind(kinds).bind(payloads).bind(vec![priority; requests.len()])
+}
+
+/// Enqueue `requests` at `rate` per second, every 2 ms those due, with one
+/// INSERT (its own transaction), as a producer would: a request's
+/// `created_at` is then the moment its INSERT began, a fraction of a
+/// millisecond before workers can see it.
 async fn stream(pool: PgPool, requests: Vec<(&'static str, Value)>, rate: f64) -> anyhow::Result<()> {
     let tick = Duration::from_millis(2);
     let started = Instant::now();
@@ -305,9 +315,9 @@ async fn stream(pool: PgPool, requests: Vec<(&'static str, Value)>, rate: f64) -
     let mut interval = tokio::time::interval(tick);
     while sent < requests.len() {
         interval.tick().await;
-        let due = ((started.elapsed().as_secs_f64() * rate) as usize).min(requests.len());
+        let due = ((started.elapsed().as_secs_f64() * rate) as usize).min(requests.len()).min(sent + CHUNK);
         if due > sent {
-            enqueue(&pool, &requests[sent..due], 0).await?;
+            insert(&requests[sent..due], 0).execute(&pool).await?;
             sent = due;
         }
     }

@@ -189,29 +189,77 @@ async fn a_request_that_breaks_its_connection_ends_dead_and_the_rest_succeed() {
     let args = ["--concurrency", "1", "--batch-size", "16", "--poll-ms", "100"];
     let worker = WorkerProcess::start(&db, "breaker", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
 
-    // Retry delays (seconds) are skipped by moving run_at.
-    let dead = eventually(Duration::from_secs(60), || async {
-        sqlx::query("UPDATE seatq.requests SET run_at = now() WHERE id = $1 AND status = 'queued'")
-            .bind(poison)
-            .execute(&db.pool)
-            .await
-            .unwrap();
-        db.client.status(poison).await.unwrap().status == Status::Dead
-    })
-    .await;
-    let r = db.client.status(poison).await.unwrap();
-    assert!(dead, "a request that breaks its batch must end dead: {r:?}");
-    assert_eq!((code(&r), r.attempts), ("internal", 2), "{r:?}");
+    let r = ends_dead(&db, poison).await;
     let message = r.error_message.as_deref().unwrap_or_default();
     assert!(message.contains("attempt 2 of 2") && message.contains("batch failed"), "{r:?}");
-
-    assert!(eventually(Duration::from_secs(60), || async { unfinished(&db, &ids).await == 0 }).await);
-    for id in ids.iter().filter(|id| **id != poison) {
-        let r = db.client.status(*id).await.unwrap();
-        assert_eq!((r.status, r.attempts), (Status::Succeeded, 0), "the requests around it are unharmed: {r:?}");
-    }
-    assert_eq!(db.seats_taken(event).await, 6, "the dead request took no seats");
+    the_others_succeed(&db, &ids, poison, event).await;
     assert_eq!(worker.wait_exit_after_term(), Some(0));
     db.assert_invariants(true).await;
     db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_seats_cannot_be_taken_ends_dead_and_the_rest_of_its_batch_succeeds() {
+    // A batch of cheapest-first bookings is allocated at once, so one request
+    // whose booking the database refuses fails the whole allocation: the
+    // worker must find that request out, count its attempts like any
+    // failure's, and book the others.
+    let db = TestDb::new().await;
+    let event = db.client.add_event("E", 60, 6).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION public.refuse_booking() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.customer = 'refused' THEN RAISE EXCEPTION 'booking refused by the test'; END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON seatq.bookings
+             FOR EACH ROW EXECUTE FUNCTION public.refuse_booking();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut batch: Vec<NewRequest> =
+        (0..6).map(|n| Request::Book(hold(event, 3, 1, &format!("c{n}"))).into()).collect();
+    batch.insert(2, Request::Book(hold(event, 3, 1, "refused")).into());
+    let ids = db.client.enqueue_many(&batch).await.unwrap();
+    let refused = ids[2];
+    sqlx::query("UPDATE seatq.requests SET max_attempts = 2").execute(&db.pool).await.unwrap();
+    let args = ["--concurrency", "1", "--batch-size", "16", "--poll-ms", "100"];
+    let worker = WorkerProcess::start(&db, "refused", &args, &[]);
+
+    let r = ends_dead(&db, refused).await;
+    assert!(r.error_message.as_deref().unwrap_or_default().contains("booking refused by the test"), "{r:?}");
+    the_others_succeed(&db, &ids, refused, event).await;
+    assert_eq!(worker.wait_exit_after_term(), Some(0));
+    db.assert_invariants(true).await;
+    db.close().await;
+}
+
+/// Wait for `id`, with `max_attempts` 2, to end dead after two failed
+/// attempts (retry delays, seconds, are skipped by moving run_at); returns it.
+async fn ends_dead(db: &TestDb, id: i64) -> seatq::RequestRecord {
+    let dead = eventually(Duration::from_secs(60), || async {
+        sqlx::query("UPDATE seatq.requests SET run_at = now() WHERE id = $1 AND status = 'queued'")
+            .bind(id)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        db.client.status(id).await.unwrap().status == Status::Dead
+    })
+    .await;
+    let r = db.client.status(id).await.unwrap();
+    assert!(dead, "a request that breaks its batch must end dead: {r:?}");
+    assert_eq!((code(&r), r.attempts), ("internal", 2), "{r:?}");
+    r
+}
+
+/// Every request of `ids` but the dead one succeeds at its first attempt,
+/// each taking one seat of `event`; the dead one takes none.
+async fn the_others_succeed(db: &TestDb, ids: &[i64], dead: i64, event: i64) {
+    assert!(eventually(Duration::from_secs(60), || async { unfinished(db, ids).await == 0 }).await);
+    for id in ids.iter().filter(|id| **id != dead) {
+        let r = db.client.status(*id).await.unwrap();
+        assert_eq!((r.status, r.attempts), (Status::Succeeded, 0), "the requests around it are unharmed: {r:?}");
+    }
+    assert_eq!(db.seats_taken(event).await, ids.len() as i64 - 1, "the dead request took no seats");
 }

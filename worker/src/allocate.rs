@@ -22,7 +22,7 @@ use crate::fault::{self, Fault};
 /// counts as contended.
 const BLOCKS_TRIED: i64 = 16;
 
-/// Why processing one request failed unexpectedly.
+/// Why processing a request (or a batch) failed unexpectedly.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     #[error(transparent)]
@@ -30,6 +30,13 @@ pub enum ProcessError {
     /// A broken expectation (a bug), an injected fault, or a caught panic.
     #[error("{0}")]
     Internal(String),
+}
+
+impl ProcessError {
+    /// Contention rather than a fault (see [`is_contention`]).
+    pub fn is_contention(&self) -> bool {
+        matches!(self, ProcessError::Db(e) if is_contention(e))
+    }
 }
 
 /// What became of one request. The caller commits the request's savepoint

@@ -1,9 +1,9 @@
 //! One batch: claim up to B requests, process them in claim order (each run
 //! of consecutive cheapest-first ones together under one savepoint, the rest
-//! one per savepoint), record every outcome, commit once. Seat changes and
-//! outcomes commit together, so a crash leaves neither; the claim is the row
-//! lock, so a dead worker's requests are free again the moment its
-//! connection goes.
+//! one per savepoint; a batch that is a single such run needs none), record
+//! every outcome, commit once. Seat changes and outcomes commit together, so
+//! a crash leaves neither; the claim is the row lock, so a dead worker's
+//! requests are free again the moment its connection goes.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -92,7 +92,7 @@ pub async fn run(
     metrics: &Metrics,
     in_hand: &mut Vec<InHand>,
     wake: Option<&Wake>,
-) -> Result<Report, sqlx::Error> {
+) -> Result<Report, ProcessError> {
     in_hand.clear();
     let ticket = wake.map_or(0, Wake::ticket);
     let mut tx = match strategy {
@@ -140,6 +140,13 @@ pub async fn run(
     // its own. So a request sees the seats an earlier cancel gave back, and
     // never loses seats to a later one, but for a party that is contended:
     // while it waits, later parties may take the seats it could not use.
+    //
+    // A batch that is one such run (the common case) takes no savepoint, two
+    // round trips fewer, where the strategy never fails on contention: if its
+    // allocation fails, the batch fails and rolls back, as one whose
+    // connection broke would, and the loop claims one request at a time for a
+    // while, which finds the request that broke it (see `Worker`).
+    let alone = !strategy.fails_on_contention() && !decoded.is_empty() && decoded.iter().all(is_cheap);
     let mut savepoints = 0;
     let mut rest = decoded.as_slice();
     'runs: while let Some(first) = rest.first() {
@@ -153,7 +160,7 @@ pub async fn run(
                 break;
             }
             savepoints += 1;
-            if allocate_run(&mut tx, run, strategy, &claim, &mut outcomes, &mut report).await? {
+            if allocate_run(&mut tx, run, alone, strategy, &claim, &mut outcomes, &mut report).await? {
                 continue;
             }
         }
@@ -167,10 +174,7 @@ pub async fn run(
             let mut savepoint = tx.begin().await?;
             // A panic while processing one request fails that request
             // (counted as an attempt), not the worker or the rest of the batch.
-            let result = AssertUnwindSafe(allocate::process(&mut savepoint, row.id, request, strategy))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
+            let result = caught(allocate::process(&mut savepoint, row.id, request, strategy)).await;
             // Every ending but Done gives the request's seat changes back. If
             // even that fails, the connection is gone: the whole batch rolls
             // back and its requests return to the queue untouched.
@@ -277,27 +281,32 @@ fn is_cheap((row, request): &(&Claimed, Request)) -> bool {
 /// Allocate a run of cheapest-first requests at once, under one savepoint,
 /// adding their outcomes. False if it failed unexpectedly: the run's seat
 /// changes are rolled back and the caller processes it one request at a
-/// time, to find out which request it was.
+/// time, to find out which request it was. `alone`: the run is the whole
+/// batch, and takes no savepoint; an error fails the batch.
 async fn allocate_run(
     tx: &mut PgConnection,
     run: &[(&Claimed, Request)],
+    alone: bool,
     strategy: Strategy,
     claim: &Claim<'_>,
     outcomes: &mut Vec<Value>,
     report: &mut Report,
-) -> Result<bool, sqlx::Error> {
+) -> Result<bool, ProcessError> {
     let wanted: Vec<Wanted> = run.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
+    let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Value>, report: &mut Report| {
+        for ((row, _), decision) in run.iter().zip(decisions) {
+            outcomes.extend(outcome(row, Ok(decision), claim, retries_of(claim, row.id), report));
+        }
+    };
+    if alone {
+        add(caught(cheapest::allocate(tx, &wanted, strategy)).await?, outcomes, report);
+        return Ok(true);
+    }
     let mut savepoint = tx.begin().await?;
-    let result = AssertUnwindSafe(cheapest::allocate(&mut savepoint, &wanted, strategy))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))));
-    match result {
+    match caught(cheapest::allocate(&mut savepoint, &wanted, strategy)).await {
         Ok(decisions) => {
             savepoint.commit().await?;
-            for ((row, _), decision) in run.iter().zip(decisions) {
-                outcomes.extend(outcome(row, Ok(decision), claim, retries_of(claim, row.id), report));
-            }
+            add(decisions, outcomes, report);
             Ok(true)
         }
         Err(ProcessError::Db(e)) if allocate::is_contention(&e) => {
@@ -372,6 +381,15 @@ fn transient(row: &Claimed, e: &str, retries: i32) -> Value {
     tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
     json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
            "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})
+}
+
+/// A panic while processing becomes an unexpected error of that request (or
+/// batch), not the end of the worker.
+async fn caught<T>(work: impl Future<Output = Result<T, ProcessError>>) -> Result<T, ProcessError> {
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(ProcessError::Internal(format!("panicked: {}", panic_message(&panic)))))
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -53,6 +53,14 @@ pub enum Strategy {
     Serializable,
 }
 
+impl Strategy {
+    /// Whether taking seats fails with an error when others hold them
+    /// (`nowait`, `serializable`), rather than skipping or waiting.
+    pub fn fails_on_contention(self) -> bool {
+        matches!(self, Strategy::Nowait | Strategy::Serializable)
+    }
+}
+
 impl std::str::FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

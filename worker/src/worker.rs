@@ -12,6 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::allocate::ProcessError;
 use crate::batch::{self, Claim};
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
@@ -140,7 +141,7 @@ impl Worker {
 
     /// Process due requests until none is left; returns how many finished.
     /// For tests and one-shot tools; long-running workers use [`Worker::run`].
-    pub async fn drain(&self) -> Result<usize, sqlx::Error> {
+    pub async fn drain(&self) -> Result<usize, ProcessError> {
         let mut finished = 0;
         loop {
             let _turn = self.turn().await;
@@ -212,7 +213,7 @@ impl Worker {
                 Ok(Ok(_)) => pauses = Pauses::new(),
                 // A serialization failure at commit (--strategy serializable):
                 // contention, not a fault; go again after a short pause.
-                Ok(Err(e)) if crate::allocate::is_contention(&e) => {
+                Ok(Err(e)) if e.is_contention() => {
                     Metrics::add(&self.metrics.contention_retries, 1);
                     let delay = pauses.contended();
                     tracing::debug!(loop_ = n, error = %e, retry_in = ?delay, "batch collided with another; retrying");
@@ -307,7 +308,7 @@ impl Worker {
         limit: i64,
         in_hand: &mut Vec<batch::InHand>,
         wake: Option<&Wake>,
-    ) -> Result<Pass, sqlx::Error> {
+    ) -> Result<Pass, ProcessError> {
         let strategy = self.config.strategy;
         let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
         let mut finished = first.finished;

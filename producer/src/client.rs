@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
 use tokio::time::Instant;
 
 use crate::outcome::{RequestRecord, Status};
@@ -107,7 +107,13 @@ impl Client {
     /// included) bounded by `acquire_timeout`, so that an outage surfaces as
     /// an error soon, for the caller to retry (see [`Retry`]).
     pub async fn connect_with_timeout(url: &str, acquire_timeout: Duration) -> Result<Client, Error> {
-        Ok(Client { pool: db::connect_pool(db::options(url)?, 4, acquire_timeout).await? })
+        Ok(Client {
+            pool: db::connect_pool(
+                db::options(url)?,
+                PgPoolOptions::new().max_connections(4).acquire_timeout(acquire_timeout),
+            )
+            .await?,
+        })
     }
 
     /// Use an existing pool (migrations must already be applied).

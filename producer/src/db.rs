@@ -28,25 +28,15 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connect a pool of `max_connections`, creating the database if it does not
 /// exist and applying the migrations, so a fresh server needs no set-up.
 pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, Error> {
-    connect_pool(options, max_connections, ACQUIRE_TIMEOUT).await
+    connect_pool(options, PgPoolOptions::new().max_connections(max_connections).acquire_timeout(ACQUIRE_TIMEOUT)).await
 }
 
-/// [`connect`], with the pool waiting at most `acquire_timeout` for a
-/// connection (and the first connection attempt bounded by it too). Services
-/// use a short one, so that an outage surfaces as errors within seconds rather
-/// than as calls that hang.
-pub async fn connect_pool(
-    options: PgConnectOptions,
-    max_connections: u32,
-    acquire_timeout: Duration,
-) -> Result<PgPool, Error> {
-    ensure_database(&options, acquire_timeout).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(acquire_timeout)
-        .connect_with(options.clone())
-        .await
-        .map_err(|e| unreachable(&options, e))?;
+/// [`connect`], with the pool's settings given. Its acquire timeout also
+/// bounds the first connection attempt: services use a short one, so that an
+/// outage surfaces as errors within seconds rather than as calls that hang.
+pub async fn connect_pool(options: PgConnectOptions, pool: PgPoolOptions) -> Result<PgPool, Error> {
+    ensure_database(&options, pool.get_acquire_timeout()).await?;
+    let pool = pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))?;
     migrate(&pool).await?;
     Ok(pool)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use seatq::sql::queue;
 use sqlx::PgPool;
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -50,13 +50,16 @@ impl Worker {
         let options = session_options(seatq::db::options(url)?);
         // One connection per batch loop that may be in a transaction at once,
         // plus one for the background tasks and one spare (the listener has
-        // its own).
+        // its own), all opened now: the first batches do not wait for a
+        // connection to be made, and a server that cannot take them says so
+        // at start rather than under load.
         let loops = config.concurrency.min(config.max_active).max(1);
         let size = u32::try_from(loops).unwrap_or(u32::MAX).saturating_add(2);
+        let pool = PgPoolOptions::new().max_connections(size).min_connections(size).acquire_timeout(ACQUIRE_TIMEOUT);
         let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
         let mut attempts = 0u32;
         loop {
-            match seatq::db::connect_pool(options.clone(), size, ACQUIRE_TIMEOUT).await {
+            match seatq::db::connect_pool(options.clone(), pool.clone()).await {
                 Ok(pool) => {
                     if attempts > 0 {
                         tracing::info!(attempts = attempts + 1, "connected to the database");

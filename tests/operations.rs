@@ -361,3 +361,35 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     db.client.wait_all(&ids, Some(Duration::ZERO)).await.expect("all 100 processed");
     db.close().await;
 }
+
+#[tokio::test]
+async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() {
+    // One 20,000-seat venue and a batch of 100 parties taking 450 of its
+    // seats: with the default random_page_cost (4), the planner would read
+    // the whole venue to find them; worker sessions set it to 1.1.
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Venue", 20_000, 6).await.unwrap();
+    sqlx::query("VACUUM ANALYZE seatq.seats").execute(&db.pool).await.unwrap();
+    let worker = db.worker(Config::default()).await;
+    let requests: Vec<i64> = (1..=100).collect();
+    let seat_requests: Vec<i64> = (0..450).map(|n| 1 + n * 100 / 450).collect();
+    let seats: Vec<i32> = (10_001..=10_450).collect();
+    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq::sql::allocation::TAKE_SEATS);
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+        .bind(&requests)
+        .bind(vec![ev; 100])
+        .bind(vec!["c"; 100])
+        .bind(vec!["booked"; 100])
+        .bind(vec![1000i64; 100])
+        .bind(vec![None::<i32>; 100])
+        .bind(&seat_requests)
+        .bind(&seats)
+        .fetch_one(worker.pool())
+        .await
+        .unwrap();
+    let plan = plan.to_string();
+    assert!(plan.contains("\"Index Name\":\"seats_pkey\""), "take-seats plan: {plan}");
+    assert!(!plan.contains("Seq Scan"), "take-seats plan: {plan}");
+    worker.pool().close().await;
+    db.close().await;
+}

@@ -64,8 +64,9 @@ struct Args {
     /// a quick run).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    /// Run each scenario and strategy this many times and report the run
-    /// with the median throughput (short runs on a shared machine are noisy).
+    /// Run each scenario and strategy this many times, a round of every
+    /// strategy after another, and report the run with the median throughput
+    /// (short runs on a shared machine are noisy, and its speed drifts).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
     repeat: u32,
     /// Flights to seed for the spread, checkout and deep scenarios (fewer
@@ -120,8 +121,9 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         run::prepare(&server, &template, scenario, args.scale, args.flights as usize)
             .await
             .with_context(|| format!("seeding {name}"))?;
-        for strategy in &strategies {
-            let plan = Plan {
+        let plans: Vec<Plan> = strategies
+            .iter()
+            .map(|strategy| Plan {
                 scenario,
                 strategy: strategy.to_string(),
                 requests: ((args.requests.unwrap_or(d.requests) as f64 * args.scale).round() as usize).max(1),
@@ -133,21 +135,35 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 batch_size: args.batch_size,
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),
-            };
-            let db = format!("{template}_{}", strategy.replace('-', "_"));
-            let measured = median_of(&server, &template, &db, &plan, &log_dir, &args).await?;
+            })
+            .collect();
+        let db = |plan: &Plan| format!("{template}_{}", plan.strategy.replace('-', "_"));
+        // Round by round, every strategy once a round: this machine's speed
+        // drifts over minutes, and strategies compared should see the same.
+        let mut runs: Vec<Vec<run::Measured>> = plans.iter().map(|_| Vec::new()).collect();
+        for _ in 0..args.repeat {
+            for (plan, runs) in plans.iter().zip(&mut runs) {
+                runs.push(run_once(&server, &template, &db(plan), plan, &log_dir, &args).await?);
+            }
+        }
+        for (plan, runs) in plans.iter().zip(runs) {
+            let measured = median(runs, plan);
             // The steady stream carries only the scenario's own requests
             // (checkout's follow-ups come on top), so its rate is scaled to
             // make the whole load the given fraction of the burst's. Not for
             // a scenario with a backlog: that would be drained first anyway.
             let streamed = plan.requests as f64 / measured.requests.max(1) as f64;
             let steady =
-                (args.steady_at > 0.0 && plan.rate.is_none() && plan.backlog == 0 && *strategy == STRATEGIES[0])
+                (args.steady_at > 0.0 && plan.rate.is_none() && plan.backlog == 0 && plan.strategy == STRATEGIES[0])
                     .then_some(measured.requests_per_sec * args.steady_at * streamed);
             results.push(measured);
             if let Some(rate) = steady.filter(|r| *r >= 1.0) {
-                let plan = Plan { rate: Some(rate.round()), ..plan };
-                results.push(median_of(&server, &template, &db, &plan, &log_dir, &args).await?);
+                let plan = Plan { rate: Some(rate.round()), ..plan.clone() };
+                let mut steady_runs = Vec::new();
+                for _ in 0..args.repeat {
+                    steady_runs.push(run_once(&server, &template, &db(&plan), &plan, &log_dir, &args).await?);
+                }
+                results.push(median(steady_runs, &plan));
             }
         }
         run::discard(&server, &template).await?;
@@ -160,10 +176,8 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     Ok(results.iter().all(|r| r.invariants_ok))
 }
 
-/// Run `plan` `--repeat` times; the median run: by throughput for a burst,
-/// by p99 latency for a steady stream (whose throughput is its feed rate).
-/// Every run must keep the invariants; the violations of all are kept.
-async fn median_of(
+/// Run `plan` once (printing its summary line unless `--json`).
+async fn run_once(
     server: &sqlx::postgres::PgConnectOptions,
     template: &str,
     db: &str,
@@ -171,21 +185,19 @@ async fn median_of(
     log_dir: &std::path::Path,
     args: &Args,
 ) -> anyhow::Result<run::Measured> {
-    let mut runs = Vec::new();
-    for _ in 0..args.repeat {
-        let measured = run::run(server, template, db, plan, log_dir).await.with_context(|| {
-            format!(
-                "{} / {} ({})",
-                plan.scenario,
-                plan.strategy,
-                plan.rate.map_or("burst".into(), |r| format!("{r}/s"))
-            )
-        })?;
-        if !args.json {
-            eprintln!("{}", report::line(&measured));
-        }
-        runs.push(measured);
+    let measured = run::run(server, template, db, plan, log_dir).await.with_context(|| {
+        format!("{} / {} ({})", plan.scenario, plan.strategy, plan.rate.map_or("burst".into(), |r| format!("{r}/s")))
+    })?;
+    if !args.json {
+        eprintln!("{}", report::line(&measured));
     }
+    Ok(measured)
+}
+
+/// The median of a plan's runs: by throughput for a burst, by p99 latency
+/// for a steady stream (whose throughput is its feed rate). Every run must
+/// keep the invariants; the violations of all are kept.
+fn median(mut runs: Vec<run::Measured>, plan: &Plan) -> run::Measured {
     let all_ok = runs.iter().all(|r| r.invariants_ok);
     let violations: Vec<String> = runs.iter().flat_map(|r| r.violations.iter().cloned()).collect();
     let rates: Vec<f64> = runs.iter().map(|r| r.requests_per_sec).collect();
@@ -197,7 +209,7 @@ async fn median_of(
     median.runs_requests_per_sec = rates;
     median.invariants_ok = all_ok;
     median.violations = violations;
-    Ok(median)
+    median
 }
 
 /// A comma-separated selection from `all`, or every one of them.

@@ -214,7 +214,8 @@ impl Worker {
                     continue;
                 }
                 Ok(Ok(_)) => pauses = Pauses::new(),
-                // A serialization failure at commit (--strategy serializable):
+                // A serialization failure at commit (--strategy serializable),
+                // or lock_timeout in a batch that took no savepoint:
                 // contention, not a fault; go again after a short pause.
                 Ok(Err(e)) if e.is_contention() => {
                     Metrics::add(&self.metrics.contention_retries, 1);

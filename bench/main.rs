@@ -80,6 +80,12 @@ struct Args {
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
+    /// Keep the database of the last run of each scenario and strategy
+    /// (`<db-prefix>_<scenario>_<strategy>`: every request with its
+    /// `created_at`, `started_at` and `finished_at`, every booking) instead of
+    /// dropping it; the next benchmark replaces it.
+    #[arg(long)]
+    keep: bool,
     /// Prefix of the benchmark's database names.
     #[arg(long, default_value = "seatq_bench")]
     db_prefix: String,
@@ -135,6 +141,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 batch_size: args.batch_size,
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),
+                keep: args.keep,
             })
             .collect();
         let db = |plan: &Plan| format!("{template}_{}", plan.strategy.replace('-', "_"));
@@ -167,6 +174,9 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             }
         }
         run::discard(&server, &template).await?;
+        if args.keep {
+            plans.iter().for_each(|plan| eprintln!("{scenario} / {}: kept database {}", plan.strategy, db(plan)));
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);

@@ -43,6 +43,8 @@ pub struct Plan {
     /// Requests per second to enqueue at (steady stream); `None`: all at once.
     pub rate: Option<f64>,
     pub timeout: Duration,
+    /// Leave the run's database for inspection instead of dropping it.
+    pub keep: bool,
 }
 
 /// What a run measured.
@@ -249,7 +251,9 @@ pub async fn run(
         violations.push(format!("seats taken {taken} but granted {granted}"));
     }
     pool.close().await;
-    drop_database(server, db_name).await?;
+    if !plan.keep {
+        drop_database(server, db_name).await?;
+    }
 
     Ok(Measured {
         scenario: plan.scenario.to_string(),

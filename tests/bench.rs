@@ -8,17 +8,20 @@ mod common;
 use std::process::Command;
 
 use serde_json::Value;
+use sqlx::{ConnectOptions, Connection};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
     let bench = env!("CARGO_BIN_EXE_seatq-bench");
-    let runs = [("all", "skip-locked"), ("hot", "blocking,nowait,serializable")];
-    for (scenario, strategies) in runs {
+    let prefix = format!("seatq_test_{}_bench", std::process::id());
+    let runs = [("all", "skip-locked", None), ("hot", "blocking,nowait,serializable", Some("--keep"))];
+    for (scenario, strategies, keep) in runs {
         let output = Command::new(bench)
             .args(["--database-url", &common::server_url()])
-            .args(["--db-prefix", &format!("seatq_test_{}_bench", std::process::id())])
+            .args(["--db-prefix", &prefix])
             .args(["--scenario", scenario, "--strategy", strategies])
             .args(["--flights", "10", "--scale", "0.004", "--hold-secs", "1", "--steady-at", "0", "--json"])
+            .args(keep)
             .output()
             .expect("run seatq-bench (build the workspace: cargo test --workspace)");
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -53,6 +56,28 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             if r["scenario"] == "checkout" {
                 assert!(r["holds_expired"].as_i64().is_some(), "{name}: the sweeper's count is missing");
             }
+            if keep.is_some() {
+                assert_kept(&format!("{prefix}_hot_{}", r["strategy"].as_str().unwrap_or_default()), requests).await;
+            }
         }
     }
+}
+
+/// `--keep` left the run's database, holding every request of the run,
+/// finished; then drop it.
+async fn assert_kept(name: &str, requests: i64) {
+    let name = name.replace('-', "_");
+    let server = seatq::db::options(&common::server_url()).expect("server URL");
+    let mut conn = server.clone().database(&name).connect().await.unwrap_or_else(|e| panic!("{name} kept: {e}"));
+    let (all, finished): (i64, i64) = sqlx::query_as("SELECT count(*), count(finished_at) FROM seatq.requests")
+        .fetch_one(&mut conn)
+        .await
+        .expect("count requests");
+    assert_eq!((all, finished), (requests, requests), "{name}: requests, finished");
+    conn.close().await.expect("close");
+    let mut admin = server.database("postgres").connect().await.expect("connect to postgres");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE \"{name}\" WITH (FORCE)")))
+        .execute(&mut admin)
+        .await
+        .expect("drop the kept database");
 }

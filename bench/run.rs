@@ -13,8 +13,8 @@ use seatq::Client;
 use seatq::sql::bench as sql;
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions as _, PgPool};
 
 use crate::procs::{self, Launch, Workers};
 use crate::scenario::{self, Scenario};
@@ -461,16 +461,12 @@ async fn admin_pool(server: &PgConnectOptions) -> anyhow::Result<PgPool> {
         .context("connecting to the server's postgres database to create the benchmark's database")
 }
 
-/// A URL for the worker processes: the server's, with database `db`.
+/// A URL for the worker processes: the server's, with database `db`. It
+/// keeps what the processes need of the server's URL: a Unix socket
+/// directory, the password, TLS settings (not `options` such as
+/// `application_name`).
 fn url_of(options: &PgConnectOptions, db: &str) -> String {
-    let user = options.get_username();
-    let host = options.get_host();
-    let port = options.get_port();
-    if host.starts_with('/') {
-        format!("postgres://{user}@/{db}?host={host}&port={port}")
-    } else {
-        format!("postgres://{user}@{host}:{port}/{db}")
-    }
+    options.clone().database(db).to_url_lossy().to_string()
 }
 
 /// A progress bar on stderr, when stderr is a terminal.
@@ -506,5 +502,32 @@ impl Progress {
         if self.on {
             eprint!("\r{}\r", " ".repeat(90));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_urls_keep_the_socket_and_the_password() {
+        for server in [
+            "postgres://u:p%40ss@%2Fvar%2Frun%2Fpostgresql/seatq",
+            "postgres:///seatq?host=/var/run/postgresql&user=u&password=p%40ss",
+        ] {
+            let url = url_of(&seatq::db::options(server).expect("server URL"), "seatq_bench_hot");
+            let back = seatq::db::options(&url).expect("worker URL");
+            assert_eq!(
+                back.get_socket().map(|p| p.to_string_lossy().into_owned()).as_deref(),
+                Some("/var/run/postgresql"),
+                "{url}"
+            );
+            assert_eq!(back.get_database(), Some("seatq_bench_hot"), "{url}");
+            assert_eq!(back.get_username(), "u", "{url}");
+            assert!(url.contains("p%40ss"), "{url}: password");
+        }
+        let url = url_of(&seatq::db::options("postgres://u@db.example:6543/seatq").expect("server URL"), "x");
+        let back = seatq::db::options(&url).expect("worker URL");
+        assert_eq!((back.get_host(), back.get_port(), back.get_socket()), ("db.example", 6543, None), "{url}");
     }
 }

@@ -363,6 +363,38 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
 }
 
 #[tokio::test]
+async fn a_worker_warms_every_connection_before_its_first_batch() {
+    // Every connection of a started worker has already run (so prepared and
+    // planned) the statements of a batch, the spread function's included.
+    use seatq::sql::{allocation, queue};
+    let db = TestDb::new().await;
+    db.client.add_event("Venue", 100, 10).await.unwrap();
+    let worker = Worker::connect(&db.url(), Config { concurrency: 3, ..Config::default() }).await.unwrap();
+    let pool = worker.pool();
+    assert_eq!(pool.size(), 5, "one connection per loop, and two more");
+    let mut conns = Vec::new();
+    for _ in 0..pool.size() {
+        conns.push(pool.acquire().await.unwrap());
+    }
+    for conn in &mut conns {
+        let prepared: Vec<String> =
+            sqlx::query_scalar("SELECT statement FROM pg_prepared_statements").fetch_all(&mut **conn).await.unwrap();
+        for statement in [
+            queue::CLAIM_BATCH,
+            allocation::LOCK_CHEAPEST,
+            allocation::TAKE_SEATS,
+            queue::RECORD_OUTCOMES,
+            allocation::WARM_SPREAD,
+        ] {
+            assert!(prepared.iter().any(|p| p == statement), "not prepared: {statement}\nprepared: {prepared:#?}");
+        }
+    }
+    drop(conns);
+    pool.close().await;
+    db.close().await;
+}
+
+#[tokio::test]
 async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() {
     // One 20,000-seat venue and a batch of 100 parties taking 450 of its
     // seats: with the default random_page_cost (4), the planner would read

@@ -16,6 +16,7 @@
 //! - [`retention`]: pruning of old finished requests;
 //! - [`metrics`]: Prometheus `/metrics` and `/healthz`;
 //! - [`retry`]: jittered exponential backoff;
+//! - [`warm`]: a worker's connections warmed before its first batch;
 //! - [`fault`]: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
 //!
 //! SQL lives in the shared `seatq` crate ([`seatq::sql`]).
@@ -30,6 +31,7 @@ pub mod retention;
 pub mod retry;
 pub mod sweeper;
 pub mod wake;
+pub mod warm;
 pub mod worker;
 
 use std::time::Duration;

@@ -50,9 +50,10 @@ impl Worker {
         let options = session_options(seatq::db::options(url)?);
         // One connection per batch loop that may be in a transaction at once,
         // plus one for the background tasks and one spare (the listener has
-        // its own), all opened now: the first batches do not wait for a
-        // connection to be made, and a server that cannot take them says so
-        // at start rather than under load.
+        // its own), all opened and warmed now (see `warm`): the first batches
+        // do not wait for a connection to be made or pay for a cold session,
+        // and a server that cannot take them says so at start rather than
+        // under load.
         let loops = config.concurrency.min(config.max_active).max(1);
         let size = u32::try_from(loops).unwrap_or(u32::MAX).saturating_add(2);
         let pool = PgPoolOptions::new().max_connections(size).min_connections(size).acquire_timeout(ACQUIRE_TIMEOUT);
@@ -64,6 +65,7 @@ impl Worker {
                     if attempts > 0 {
                         tracing::info!(attempts = attempts + 1, "connected to the database");
                     }
+                    crate::warm::connections(&pool, size, config.strategy).await;
                     return Ok(Worker::new(pool, config));
                 }
                 Err(e) if seatq::db::is_transient(&e) => {

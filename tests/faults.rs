@@ -7,20 +7,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestDb, WorkerProcess, code, eventually, hold};
+use common::{TestDb, WorkerProcess, code, eventually, hold, worker_hangs_in_transaction};
 use seatq::{NewRequest, Request, SeatRequest, Status};
-
-/// Is some worker session idle inside a transaction (hanging mid-batch)?
-async fn worker_hangs_in_transaction(db: &TestDb) -> bool {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'seatq-worker'
-           AND state = 'idle in transaction')",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap_or(false)
-}
 
 async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
     sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(&db.pool).await.unwrap()

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, TestDb, WorkerProcess, code, eventually, hold};
+use common::{Running, TestDb, WorkerProcess, code, eventually, hold, worker_hangs_in_transaction};
 use seatq::{Request, Status};
 use seatq_worker::{Config, Worker};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -292,16 +292,7 @@ async fn a_second_signal_exits_at_once_and_loses_nothing() {
         .await
         .unwrap();
     let worker = WorkerProcess::start(&db, "w", &[], &[("SEATQ_FAULT_INJECTION", "1")]);
-    let hanging = eventually(Duration::from_secs(60), || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
-             AND application_name = 'seatq-worker' AND state = 'idle in transaction')",
-        )
-        .fetch_one(&db.pool)
-        .await
-        .unwrap_or(false)
-    })
-    .await;
+    let hanging = eventually(Duration::from_secs(60), || worker_hangs_in_transaction(&db)).await;
     assert!(hanging);
     worker.signal("TERM");
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -123,6 +123,20 @@ async fn drop_stale(admin: PgConnectOptions) {
     let _ = conn.close().await;
 }
 
+/// Is some worker session idle inside a transaction for a while (hanging
+/// mid-batch)? A worker's warm-up at start is idle in its own between
+/// statements, for microseconds.
+pub async fn worker_hangs_in_transaction(db: &TestDb) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'seatq-worker'
+           AND state = 'idle in transaction' AND state_change < now() - interval '500 milliseconds')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap_or(false)
+}
+
 /// Workers running in the background until stopped.
 pub struct Running {
     pub shutdown: CancellationToken,

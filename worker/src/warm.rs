@@ -8,7 +8,6 @@
 //! each of a batch's statements once on every connection at start, with
 //! nothing to claim, lock or record, and rolls back.
 
-use futures_util::future::join_all;
 use seatq::sql::{allocation, queue};
 use serde_json::json;
 use sqlx::postgres::PgConnection;
@@ -16,9 +15,11 @@ use sqlx::{Acquire, PgPool};
 
 use crate::{Strategy, allocate, cheapest};
 
-/// Warm up to `connections` of the pool's connections (all of them at once,
-/// so that each is a different one). Best effort: a failure is logged, and
-/// the batches find a cold connection as they would have.
+/// Warm up to `connections` of the pool's connections: all held at once, so
+/// that each is a different one, and warmed one after another, so that the
+/// warm-up is never more than one transaction on the server (it takes the
+/// queue's claim lock, as a batch does). Best effort: a failure is logged,
+/// and the batches find a cold connection as they would have.
 pub async fn connections(pool: &PgPool, connections: u32, strategy: Strategy) {
     let mut held = Vec::new();
     for _ in 0..connections {
@@ -30,8 +31,8 @@ pub async fn connections(pool: &PgPool, connections: u32, strategy: Strategy) {
             }
         }
     }
-    for result in join_all(held.iter_mut().map(|conn| one(conn, strategy))).await {
-        if let Err(e) = result {
+    for conn in &mut held {
+        if let Err(e) = one(conn, strategy).await {
             tracing::debug!(error = %e, "warming a connection failed");
         }
     }

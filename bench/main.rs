@@ -29,7 +29,7 @@ struct Args {
     /// Server to benchmark on. Each scenario is seeded once into database
     /// `<db-prefix>_<scenario>` and each run gets a fresh copy of it; all are
     /// dropped afterwards.
-    #[arg(long, env = "DATABASE_URL", default_value = seatq::db::DEFAULT_DATABASE_URL)]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
     /// Scenarios: spread, hot, checkout, deep (comma-separated), or all.
     #[arg(long, default_value = "all")]
@@ -81,9 +81,10 @@ struct Args {
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
     /// Keep the database of the last run of each scenario and strategy
-    /// (`<db-prefix>_<scenario>_<strategy>`: every request with its
-    /// `created_at`, `started_at` and `finished_at`, every booking) instead of
-    /// dropping it; the next benchmark replaces it.
+    /// (`<db-prefix>_<scenario>_<strategy>`, with `_steady` for a steady
+    /// stream: every request with its `created_at`, `started_at` and
+    /// `finished_at`, every booking) instead of dropping it; the next
+    /// benchmark replaces it.
     #[arg(long)]
     keep: bool,
     /// Prefix of the benchmark's database names.
@@ -114,7 +115,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     if !args.db_prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
         anyhow::bail!("--db-prefix may hold only lower-case letters, digits and underscores");
     }
-    let server = seatq::db::options(&args.database_url)?;
+    let server = run::Server::new(&args.database_url)?;
     let log_dir = std::env::temp_dir().join("seatq-bench");
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
 
@@ -144,7 +145,11 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 keep: args.keep,
             })
             .collect();
-        let db = |plan: &Plan| format!("{template}_{}", plan.strategy.replace('-', "_"));
+        let db = |plan: &Plan| {
+            let load = if plan.rate.is_some() { "_steady" } else { "" };
+            format!("{template}_{}{load}", plan.strategy.replace('-', "_"))
+        };
+        let mut kept = Vec::new();
         // Round by round, every strategy once a round: this machine's speed
         // drifts over minutes, and strategies compared should see the same.
         let mut runs: Vec<Vec<run::Measured>> = plans.iter().map(|_| Vec::new()).collect();
@@ -154,6 +159,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             }
         }
         for (plan, runs) in plans.iter().zip(runs) {
+            kept.push(db(plan));
             let measured = median(runs, plan);
             // The steady stream carries only the scenario's own requests
             // (checkout's follow-ups come on top), so its rate is scaled to
@@ -166,6 +172,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             results.push(measured);
             if let Some(rate) = steady.filter(|r| *r >= 1.0) {
                 let plan = Plan { rate: Some(rate.round()), ..plan.clone() };
+                kept.push(db(&plan));
                 let mut steady_runs = Vec::new();
                 for _ in 0..args.repeat {
                     steady_runs.push(run_once(&server, &template, &db(&plan), &plan, &log_dir, &args).await?);
@@ -175,7 +182,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         }
         run::discard(&server, &template).await?;
         if args.keep {
-            plans.iter().for_each(|plan| eprintln!("{scenario} / {}: kept database {}", plan.strategy, db(plan)));
+            kept.iter().for_each(|db| eprintln!("kept database {db}"));
         }
     }
     if args.json {
@@ -188,7 +195,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
 
 /// Run `plan` once (printing its summary line unless `--json`).
 async fn run_once(
-    server: &sqlx::postgres::PgConnectOptions,
+    server: &run::Server,
     template: &str,
     db: &str,
     plan: &Plan,

@@ -13,8 +13,8 @@ use seatq::Client;
 use seatq::sql::bench as sql;
 use serde::Serialize;
 use serde_json::Value;
+use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions as _, PgPool};
 
 use crate::procs::{self, Launch, Workers};
 use crate::scenario::{self, Scenario};
@@ -89,15 +89,14 @@ pub struct Measured {
 /// Seed `scenario` into database `template` (dropped first): inventory, and
 /// the history of finished requests. Each run copies it.
 pub async fn prepare(
-    server: &PgConnectOptions,
+    server: &Server,
     template: &str,
     scenario: Scenario,
     scale: f64,
     flights: usize,
 ) -> anyhow::Result<()> {
     recreate_database(server, template).await?;
-    let client =
-        Client::connect(&url_of(server, template)).await.with_context(|| format!("connecting to {template}"))?;
+    let client = Client::connect(&server.url(template)?).await.with_context(|| format!("connecting to {template}"))?;
     let pool = client.pool().clone();
     let (names, seats) = scenario.inventory(flights);
     client.add_events(&names, seats, 6).await.context("seeding")?;
@@ -118,13 +117,13 @@ pub async fn prepare(
 }
 
 /// Drop a database made by [`prepare`].
-pub async fn discard(server: &PgConnectOptions, template: &str) -> anyhow::Result<()> {
+pub async fn discard(server: &Server, template: &str) -> anyhow::Result<()> {
     drop_database(server, template).await
 }
 
 /// Run `plan` in database `db_name`, a fresh copy of `template`.
 pub async fn run(
-    server: &PgConnectOptions,
+    server: &Server,
     template: &str,
     db_name: &str,
     plan: &Plan,
@@ -138,7 +137,7 @@ pub async fn run(
         .await
         .with_context(|| format!("copying {template}"))?;
     admin.close().await;
-    let url = url_of(server, db_name);
+    let url = server.url(db_name)?;
     let client = Client::connect(&url).await.with_context(|| format!("connecting to {db_name}"))?;
     let pool = client.pool().clone();
     let events: Vec<i64> = sqlx::query_scalar(sql::EVENTS).fetch_all(&pool).await?;
@@ -435,7 +434,7 @@ async fn wait_for_workers(pool: &PgPool, workers: &mut Workers, n: usize, log: &
 
 /// Drop and create a database. Its name is the benchmark's own (letters,
 /// digits and underscores), quoted as an identifier.
-async fn recreate_database(server: &PgConnectOptions, name: &str) -> anyhow::Result<()> {
+async fn recreate_database(server: &Server, name: &str) -> anyhow::Result<()> {
     drop_database(server, name).await?;
     let admin = admin_pool(server).await?;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
@@ -443,7 +442,7 @@ async fn recreate_database(server: &PgConnectOptions, name: &str) -> anyhow::Res
     Ok(())
 }
 
-async fn drop_database(server: &PgConnectOptions, name: &str) -> anyhow::Result<()> {
+async fn drop_database(server: &Server, name: &str) -> anyhow::Result<()> {
     let admin = admin_pool(server).await?;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
         .execute(&admin)
@@ -452,8 +451,8 @@ async fn drop_database(server: &PgConnectOptions, name: &str) -> anyhow::Result<
     Ok(())
 }
 
-async fn admin_pool(server: &PgConnectOptions) -> anyhow::Result<PgPool> {
-    let options = server.clone().database("postgres");
+async fn admin_pool(server: &Server) -> anyhow::Result<PgPool> {
+    let options = server.options.clone().database("postgres");
     sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .connect_with(options)
@@ -461,12 +460,33 @@ async fn admin_pool(server: &PgConnectOptions) -> anyhow::Result<PgPool> {
         .context("connecting to the server's postgres database to create the benchmark's database")
 }
 
-/// A URL for the worker processes: the server's, with database `db`. It
-/// keeps what the processes need of the server's URL: a Unix socket
-/// directory, the password, TLS settings (not `options` such as
-/// `application_name`).
-fn url_of(options: &PgConnectOptions, db: &str) -> String {
-    options.clone().database(db).to_url_lossy().to_string()
+/// The server to benchmark on, as the user gave it.
+pub struct Server {
+    url: String,
+    options: PgConnectOptions,
+}
+
+impl Server {
+    pub fn new(url: &str) -> anyhow::Result<Server> {
+        Ok(Server { url: url.to_string(), options: seatq::db::options(url)? })
+    }
+
+    /// The user's URL with database `db`, for the benchmark's clients and
+    /// worker processes: only the database is replaced, so everything else it
+    /// says (a Unix socket, the password, TLS and other parameters) reaches
+    /// them as written.
+    fn url(&self, db: &str) -> anyhow::Result<String> {
+        let mut url = url::Url::parse(&self.url).context("parsing the database URL")?;
+        url.set_path(&format!("/{db}"));
+        let kept: Vec<(String, String)> =
+            url.query_pairs().filter(|(k, _)| k != "dbname").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        if kept.is_empty() {
+            url.set_query(None);
+        } else {
+            url.query_pairs_mut().clear().extend_pairs(kept);
+        }
+        Ok(url.into())
+    }
 }
 
 /// A progress bar on stderr, when stderr is a terminal.
@@ -510,12 +530,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn worker_urls_keep_the_socket_and_the_password() {
+    fn worker_urls_change_only_the_database() {
+        let url = |server: &str| Server::new(server).expect("server URL").url("seatq_bench_hot").expect("worker URL");
         for server in [
             "postgres://u:p%40ss@%2Fvar%2Frun%2Fpostgresql/seatq",
             "postgres:///seatq?host=/var/run/postgresql&user=u&password=p%40ss",
+            "postgres:///?dbname=seatq&host=/var/run/postgresql&user=u&password=p%40ss",
         ] {
-            let url = url_of(&seatq::db::options(server).expect("server URL"), "seatq_bench_hot");
+            let url = url(server);
             let back = seatq::db::options(&url).expect("worker URL");
             assert_eq!(
                 back.get_socket().map(|p| p.to_string_lossy().into_owned()).as_deref(),
@@ -526,8 +548,12 @@ mod tests {
             assert_eq!(back.get_username(), "u", "{url}");
             assert!(url.contains("p%40ss"), "{url}: password");
         }
-        let url = url_of(&seatq::db::options("postgres://u@db.example:6543/seatq").expect("server URL"), "x");
-        let back = seatq::db::options(&url).expect("worker URL");
-        assert_eq!((back.get_host(), back.get_port(), back.get_socket()), ("db.example", 6543, None), "{url}");
+        let worker =
+            url("postgres://u@db.example:6543/seatq?sslmode=verify-full&sslrootcert=/etc/ca.pem&options=-c%20a%3Db");
+        assert_eq!(
+            worker,
+            "postgres://u@db.example:6543/seatq_bench_hot?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&options=-c+a%3Db"
+        );
+        assert_eq!(url("postgres://u@db.example/seatq"), "postgres://u@db.example/seatq_bench_hot");
     }
 }

@@ -61,6 +61,16 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             }
         }
     }
+    // Nothing else is left behind: each run's copy and each scenario's seed
+    // are dropped.
+    let server = seatq::db::options(&common::server_url()).expect("server URL");
+    let mut admin = server.database("postgres").connect().await.expect("connect to postgres");
+    let left: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE starts_with(datname, $1)")
+        .bind(&prefix)
+        .fetch_all(&mut admin)
+        .await
+        .expect("list databases");
+    assert_eq!(left, Vec::<String>::new());
 }
 
 /// `--keep` left the run's database, holding every request of the run,

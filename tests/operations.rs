@@ -354,20 +354,41 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
 }
 
 #[tokio::test]
-async fn a_worker_warms_every_connection_before_its_first_batch() {
+async fn a_worker_warms_every_connection_it_opens() {
     // Every connection of a started worker has already run (so prepared and
     // planned) the statements of a batch, the spread function's included.
-    use seatq::sql::{allocation, queue};
     let db = TestDb::new().await;
     db.client.add_event("Venue", 100, 10).await.unwrap();
     let worker = Worker::connect(&db.url(), Config { concurrency: 3, ..Config::default() }).await.unwrap();
     let pool = worker.pool();
     assert_eq!(pool.size(), 5, "one connection per loop, and two more");
+    let pids = assert_every_connection_warm(pool).await;
+    // Connections the pool opens later (here: replacing ones whose server
+    // process was terminated, as after a restart) are warmed as they open.
+    let terminated: i64 = sqlx::query_scalar("SELECT count(*) FROM unnest($1::int[]) p WHERE pg_terminate_backend(p)")
+        .bind(&pids)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(terminated, 5);
+    let new_pids = assert_every_connection_warm(pool).await;
+    assert!(new_pids.iter().all(|p| !pids.contains(p)), "new connections: {pids:?} then {new_pids:?}");
+    pool.close().await;
+    db.close().await;
+}
+
+/// Hold every connection of `pool` and check that each has run (so prepared
+/// and planned) the statements of a batch, the spread function's included.
+/// Returns their server process ids.
+async fn assert_every_connection_warm(pool: &sqlx::PgPool) -> Vec<i32> {
+    use seatq::sql::{allocation, queue};
     let mut conns = Vec::new();
     for _ in 0..pool.size() {
         conns.push(pool.acquire().await.unwrap());
     }
+    let mut pids = Vec::new();
     for conn in &mut conns {
+        pids.push(sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut **conn).await.unwrap());
         let prepared: Vec<String> =
             sqlx::query_scalar("SELECT statement FROM pg_prepared_statements").fetch_all(&mut **conn).await.unwrap();
         for statement in [
@@ -380,9 +401,7 @@ async fn a_worker_warms_every_connection_before_its_first_batch() {
             assert!(prepared.iter().any(|p| p == statement), "not prepared: {statement}\nprepared: {prepared:#?}");
         }
     }
-    drop(conns);
-    pool.close().await;
-    db.close().await;
+    pids
 }
 
 #[tokio::test]

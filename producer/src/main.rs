@@ -24,7 +24,7 @@ const MAX_HOURS: u64 = 1_000_000;
 #[command(version)]
 struct Cli {
     /// PostgreSQL URL; the database is created and migrated if missing.
-    #[arg(long, global = true, env = "DATABASE_URL", default_value = seatq::db::DEFAULT_DATABASE_URL)]
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
     /// Print JSON instead of text.
     #[arg(long, global = true)]

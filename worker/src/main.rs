@@ -18,7 +18,7 @@ const MAX_HOURS: u64 = 1_000_000;
 #[command(version)]
 struct Args {
     /// PostgreSQL URL; the database is created and migrated if missing.
-    #[arg(long, env = "DATABASE_URL", default_value = seatq::db::DEFAULT_DATABASE_URL)]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
     /// Batch loops in this process (at most --max-active of them in a
     /// transaction at once).

@@ -63,11 +63,13 @@ pub const LOCK_CHEAPEST: &str = lock_cheapest!(
 /// collisions they avoid.
 pub const SPREAD_FROM_NEED: i32 = 32;
 /// Run [`LOCK_CHEAPEST`]'s spread function for none of the seats of some
-/// (event, class), so that a new session compiles and plans it before its
-/// first batch needs it (the worker's warm-up); it locks nothing.
+/// (event, class) on sale, so that a new session compiles and plans all of
+/// it before its first batch needs it (the worker's warm-up; PL/pgSQL plans
+/// a statement when it first runs, and on a sold-out class the function
+/// returns after its first); it locks nothing.
 pub const WARM_SPREAD: &str = "
 SELECT count(*)
-FROM (SELECT event_id, class FROM seatq.seats LIMIT 1) s,
+FROM (SELECT event_id, class FROM seatq.seats WHERE state = 'available' LIMIT 1) s,
      seatq.lock_cheapest_spread(s.event_id, s.class, 0) l";
 /// `--strategy blocking`: wait for locked seats (plain FOR UPDATE).
 pub const LOCK_CHEAPEST_WAIT: &str = lock_cheapest!("FOR UPDATE");

@@ -472,20 +472,9 @@ impl Server {
     }
 
     /// The user's URL with database `db`, for the benchmark's clients and
-    /// worker processes: only the database is replaced, so everything else it
-    /// says (a Unix socket, the password, TLS and other parameters) reaches
-    /// them as written.
+    /// worker processes.
     fn url(&self, db: &str) -> anyhow::Result<String> {
-        let mut url = url::Url::parse(&self.url).context("parsing the database URL")?;
-        url.set_path(&format!("/{db}"));
-        let kept: Vec<(String, String)> =
-            url.query_pairs().filter(|(k, _)| k != "dbname").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        if kept.is_empty() {
-            url.set_query(None);
-        } else {
-            url.query_pairs_mut().clear().extend_pairs(kept);
-        }
-        Ok(url.into())
+        Ok(seatq::db::url_for(&self.url, db)?)
     }
 }
 
@@ -522,38 +511,5 @@ impl Progress {
         if self.on {
             eprint!("\r{}\r", " ".repeat(90));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn worker_urls_change_only_the_database() {
-        let url = |server: &str| Server::new(server).expect("server URL").url("seatq_bench_hot").expect("worker URL");
-        for server in [
-            "postgres://u:p%40ss@%2Fvar%2Frun%2Fpostgresql/seatq",
-            "postgres:///seatq?host=/var/run/postgresql&user=u&password=p%40ss",
-            "postgres:///?dbname=seatq&host=/var/run/postgresql&user=u&password=p%40ss",
-        ] {
-            let url = url(server);
-            let back = seatq::db::options(&url).expect("worker URL");
-            assert_eq!(
-                back.get_socket().map(|p| p.to_string_lossy().into_owned()).as_deref(),
-                Some("/var/run/postgresql"),
-                "{url}"
-            );
-            assert_eq!(back.get_database(), Some("seatq_bench_hot"), "{url}");
-            assert_eq!(back.get_username(), "u", "{url}");
-            assert!(url.contains("p%40ss"), "{url}: password");
-        }
-        let worker =
-            url("postgres://u@db.example:6543/seatq?sslmode=verify-full&sslrootcert=/etc/ca.pem&options=-c%20a%3Db");
-        assert_eq!(
-            worker,
-            "postgres://u@db.example:6543/seatq_bench_hot?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&options=-c+a%3Db"
-        );
-        assert_eq!(url("postgres://u@db.example/seatq"), "postgres://u@db.example/seatq_bench_hot");
     }
 }

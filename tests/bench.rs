@@ -8,6 +8,7 @@ mod common;
 use std::process::Command;
 
 use serde_json::Value;
+use sqlx::postgres::PgConnection;
 use sqlx::{ConnectOptions, Connection};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,8 +64,7 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
     }
     // Nothing else is left behind: each run's copy and each scenario's seed
     // are dropped.
-    let server = seatq::db::options(&common::server_url()).expect("server URL");
-    let mut admin = server.database("postgres").connect().await.expect("connect to postgres");
+    let mut admin = admin().await;
     let left: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE starts_with(datname, $1)")
         .bind(&prefix)
         .fetch_all(&mut admin)
@@ -73,21 +73,23 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
     assert_eq!(left, Vec::<String>::new());
 }
 
+/// A connection to the test server's `postgres` database.
+async fn admin() -> PgConnection {
+    let server = seatq::db::options(&common::server_url()).expect("server URL");
+    server.database("postgres").connect().await.expect("connect to postgres")
+}
+
 /// `--keep` left the run's database, holding every request of the run,
 /// finished; then drop it.
 async fn assert_kept(name: &str, requests: i64) {
     let name = name.replace('-', "_");
-    let server = seatq::db::options(&common::server_url()).expect("server URL");
-    let mut conn = server.clone().database(&name).connect().await.unwrap_or_else(|e| panic!("{name} kept: {e}"));
+    let url = seatq::db::url_for(&common::server_url(), &name).expect("URL");
+    let mut conn = PgConnection::connect(&url).await.unwrap_or_else(|e| panic!("{name} kept: {e}"));
     let (all, finished): (i64, i64) = sqlx::query_as("SELECT count(*), count(finished_at) FROM seatq.requests")
         .fetch_one(&mut conn)
         .await
         .expect("count requests");
     assert_eq!((all, finished), (requests, requests), "{name}: requests, finished");
     conn.close().await.expect("close");
-    let mut admin = server.database("postgres").connect().await.expect("connect to postgres");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE \"{name}\" WITH (FORCE)")))
-        .execute(&mut admin)
-        .await
-        .expect("drop the kept database");
+    common::drop_database(&mut admin().await, &name).await.expect("drop the kept database");
 }

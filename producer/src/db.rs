@@ -4,7 +4,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::ConnectOptions;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
 use crate::Error;
 
@@ -21,6 +21,23 @@ pub fn options(url: &str) -> Result<PgConnectOptions, Error> {
     PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl(e.to_string()))
 }
 
+/// `url` with database `db` instead of its own, for another process (a
+/// worker, a test's) to connect with: only the database is replaced, so
+/// everything else the URL says (a Unix socket, the password, TLS and other
+/// parameters) reaches it as written.
+pub fn url_for(url: &str, db: &str) -> Result<String, Error> {
+    let mut url = url::Url::parse(url).map_err(|e| Error::BadUrl(e.to_string()))?;
+    url.set_path(&format!("/{db}"));
+    let kept: Vec<(String, String)> =
+        url.query_pairs().filter(|(k, _)| k != "dbname").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Ok(url.into())
+}
+
 /// How long a client pool waits for a connection (including connecting)
 /// before it gives up with an error.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,11 +51,14 @@ pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<
 /// [`connect`], with the pool's settings given. Its acquire timeout also
 /// bounds the first connection attempt: services use a short one, so that an
 /// outage surfaces as errors within seconds rather than as calls that hang.
+/// The migrations run on a connection of their own before the pool opens
+/// any, so every pooled connection (and its `after_connect`) finds the
+/// schema current.
 pub async fn connect_pool(options: PgConnectOptions, pool: PgPoolOptions) -> Result<PgPool, Error> {
-    ensure_database(&options, pool.get_acquire_timeout()).await?;
-    let pool = pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))?;
-    migrate(&pool).await?;
-    Ok(pool)
+    let mut conn = connect_creating(&options, pool.get_acquire_timeout()).await?;
+    migrate(&mut conn).await?;
+    let _ = sqlx::Connection::close(conn).await;
+    pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))
 }
 
 /// Whether `error` may go away by itself (the server is down, starting up,
@@ -71,14 +91,15 @@ fn transient(error: &sqlx::Error) -> bool {
 /// (concurrent callers are serialised by sqlx with an advisory lock). A
 /// least-privilege role can connect to a current schema; only applying a
 /// pending migration needs an admin.
-pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
+pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) -> Result<(), Error> {
+    let mut conn = db.acquire().await?;
     let migrator = sqlx::migrate!("../migrations");
     let applied: Vec<i64> =
-        sqlx::query_scalar(crate::sql::schema::APPLIED_MIGRATIONS).fetch_all(pool).await.unwrap_or_default();
+        sqlx::query_scalar(crate::sql::schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
     let current =
         migrator.iter().filter(|m| !m.migration_type.is_down_migration()).all(|m| applied.contains(&m.version));
     if !current {
-        migrator.run(pool).await?;
+        migrator.run(&mut *conn).await?;
     }
     Ok(())
 }
@@ -99,11 +120,11 @@ pub async fn listen(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Er
     Ok(listener)
 }
 
-/// Create the target database when the server answers "does not exist".
-/// Each connection attempt waits at most `within`.
-async fn ensure_database(options: &PgConnectOptions, within: Duration) -> Result<(), Error> {
+/// A connection to the target database, created first when the server
+/// answers "does not exist". Each connection attempt waits at most `within`.
+async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Result<PgConnection, Error> {
     let err = match bounded(within, options.connect()).await {
-        Ok(conn) => return sqlx::Connection::close(conn).await.map_err(Error::Db),
+        Ok(conn) => return Ok(conn),
         Err(err) => err,
     };
     let missing = err.as_database_error().and_then(|e| e.code()).is_some_and(|c| c == "3D000");
@@ -130,7 +151,7 @@ async fn ensure_database(options: &PgConnectOptions, within: Duration) -> Result
         Err(e) => return Err(Error::Db(e)),
     }
     let _ = sqlx::Connection::close(admin).await;
-    Ok(())
+    bounded(within, options.connect()).await.map_err(|e| unreachable(options, e))
 }
 
 /// A connection attempt that gives up after `within` (a server that does not
@@ -151,5 +172,37 @@ fn unreachable(options: &PgConnectOptions, source: sqlx::Error) -> Error {
     Error::Unreachable {
         target: format!("{}:{}/{}", options.get_host(), options.get_port(), options.get_database().unwrap_or("")),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_for_changes_only_the_database() {
+        let url = |server: &str| url_for(server, "seatq_bench_hot").expect("URL");
+        for server in [
+            "postgres://u:p%40ss@%2Fvar%2Frun%2Fpostgresql/seatq",
+            "postgres:///seatq?host=/var/run/postgresql&user=u&password=p%40ss",
+            "postgres:///?dbname=seatq&host=/var/run/postgresql&user=u&password=p%40ss",
+        ] {
+            let url = url(server);
+            let back = options(&url).expect("URL for the database");
+            assert_eq!(
+                back.get_socket().map(|p| p.to_string_lossy().into_owned()).as_deref(),
+                Some("/var/run/postgresql"),
+                "{url}"
+            );
+            assert_eq!(back.get_database(), Some("seatq_bench_hot"), "{url}");
+            assert_eq!(back.get_username(), "u", "{url}");
+            assert!(url.contains("p%40ss"), "{url}: password");
+        }
+        assert_eq!(
+            url("postgres://u@db.example:6543/seatq?sslmode=verify-full&sslrootcert=/etc/ca.pem&options=-c%20a%3Db"),
+            "postgres://u@db.example:6543/seatq_bench_hot?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&options=-c+a%3Db"
+        );
+        assert_eq!(url("postgres://u@db.example/seatq"), "postgres://u@db.example/seatq_bench_hot");
+        assert!(matches!(url_for("not a url", "x"), Err(Error::BadUrl(_))));
     }
 }

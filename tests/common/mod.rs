@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest};
 use seatq_worker::{Config, Worker};
-use sqlx::postgres::{PgConnectOptions, PgPool};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
 use sqlx::{ConnectOptions, Connection, Executor};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -46,11 +46,7 @@ impl TestDb {
 
     /// The URL of this test's database, for worker processes.
     pub fn url(&self) -> String {
-        let server = server_url();
-        let (base, query) =
-            server.split_once('?').map(|(b, q)| (b, format!("?{q}"))).unwrap_or((&server, String::new()));
-        let base = base.rsplit_once('/').map(|(b, _)| b).unwrap_or(base);
-        format!("{base}/{}{query}", self.name)
+        seatq::db::url_for(&server_url(), &self.name).expect("test database URL")
     }
 
     /// A worker with its own pool and worker session settings.
@@ -94,12 +90,15 @@ impl TestDb {
         self.pool.close().await;
         let admin = self.options.clone().database("postgres");
         if let Ok(mut conn) = admin.connect().await {
-            let _ = conn
-                .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name)))
-                .await;
+            let _ = drop_database(&mut conn, &self.name).await;
             let _ = conn.close().await;
         }
     }
+}
+
+/// Drop database `name` (one a test made), whoever is connected to it.
+pub async fn drop_database(admin: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).await.map(|_| ())
 }
 
 /// Drop test databases left by test processes that are gone (a failed test
@@ -118,7 +117,7 @@ async fn drop_stale(admin: PgConnectOptions) {
         if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
             continue;
         }
-        let _ = conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).await;
+        let _ = drop_database(&mut conn, &name).await;
     }
     let _ = conn.close().await;
 }

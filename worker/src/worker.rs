@@ -1,7 +1,6 @@
 //! The worker process: batch loops, the wake-up listener, the sweeper, the
 //! registry heartbeat, retention and metrics, with graceful shutdown.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,17 +51,16 @@ impl Worker {
         // One connection per batch loop that may be in a transaction at once,
         // plus one for the background tasks and one spare (the listener has
         // its own), all opened and warmed now, and any opened later warmed as
-        // it opens (see `warm`): the first batches do not wait for a
+        // it opens (`warm`): the first batches do not wait for a
         // connection to be made or pay for a cold session, and a server that
         // cannot take them says so at start rather than under load.
         let loops = config.concurrency.min(config.max_active).max(1);
         let size = u32::try_from(loops).unwrap_or(u32::MAX).saturating_add(2);
-        let migrated = Arc::new(AtomicBool::new(false));
         let pool = PgPoolOptions::new()
             .max_connections(size)
             .min_connections(size)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(crate::warm::on_connect(config.strategy, migrated.clone()));
+            .after_connect(crate::warm::on_connect(config.strategy));
         let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
         let mut attempts = 0u32;
         loop {
@@ -71,8 +69,6 @@ impl Worker {
                     if attempts > 0 {
                         tracing::info!(attempts = attempts + 1, "connected to the database");
                     }
-                    crate::warm::connections(&pool, size, config.strategy).await;
-                    migrated.store(true, Ordering::Release);
                     return Ok(Worker::new(pool, config));
                 }
                 Err(e) if seatq::db::is_transient(&e) => {

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use sqlx::postgres::PgConnection;
-use sqlx::{ConnectOptions, Connection};
+use sqlx::Connection;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
@@ -64,19 +64,13 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
     }
     // Nothing else is left behind: each run's copy and each scenario's seed
     // are dropped.
-    let mut admin = admin().await;
+    let mut admin = common::admin().await.expect("connect to postgres");
     let left: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE starts_with(datname, $1)")
         .bind(&prefix)
         .fetch_all(&mut admin)
         .await
         .expect("list databases");
     assert_eq!(left, Vec::<String>::new());
-}
-
-/// A connection to the test server's `postgres` database.
-async fn admin() -> PgConnection {
-    let server = seatq::db::options(&common::server_url()).expect("server URL");
-    server.database("postgres").connect().await.expect("connect to postgres")
 }
 
 /// `--keep` left the run's database, holding every request of the run,
@@ -91,5 +85,6 @@ async fn assert_kept(name: &str, requests: i64) {
         .expect("count requests");
     assert_eq!((all, finished), (requests, requests), "{name}: requests, finished");
     conn.close().await.expect("close");
-    common::drop_database(&mut admin().await, &name).await.expect("drop the kept database");
+    let mut admin = common::admin().await.expect("connect to postgres");
+    common::drop_database(&mut admin, &name).await.expect("drop the kept database");
 }

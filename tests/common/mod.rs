@@ -35,8 +35,7 @@ pub struct TestDb {
 impl TestDb {
     pub async fn new() -> TestDb {
         let base = seatq::db::options(&server_url()).expect("test database URL");
-        let admin = base.clone().database("postgres");
-        CLEANED.get_or_init(|| drop_stale(admin.clone())).await;
+        CLEANED.get_or_init(drop_stale).await;
         let name = format!("seatq_test_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let options = base.database(&name);
         // connect() creates the database and applies the migrations.
@@ -88,12 +87,17 @@ impl TestDb {
     /// Drop the database.
     pub async fn close(self) {
         self.pool.close().await;
-        let admin = self.options.clone().database("postgres");
-        if let Ok(mut conn) = admin.connect().await {
+        if let Ok(mut conn) = admin().await {
             let _ = drop_database(&mut conn, &self.name).await;
             let _ = conn.close().await;
         }
     }
+}
+
+/// A connection to the test server's `postgres` database, to create and drop
+/// others.
+pub async fn admin() -> Result<PgConnection, sqlx::Error> {
+    seatq::db::options(&server_url()).expect("test server URL").database("postgres").connect().await
 }
 
 /// Drop database `name` (one a test made), whoever is connected to it.
@@ -103,8 +107,8 @@ pub async fn drop_database(admin: &mut PgConnection, name: &str) -> Result<(), s
 
 /// Drop test databases left by test processes that are gone (a failed test
 /// does not reach `close`).
-async fn drop_stale(admin: PgConnectOptions) {
-    let Ok(mut conn) = admin.connect().await else {
+async fn drop_stale() {
+    let Ok(mut conn) = admin().await else {
         return;
     };
     let names: Vec<String> =

@@ -9,6 +9,7 @@ mod procs;
 mod report;
 mod run;
 mod scenario;
+mod sql;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -97,7 +98,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    seatq::init_tracing(false, "error");
+    seatq_core::init_tracing(false, "error");
     match bench(Args::parse()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -7,10 +7,10 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::sql;
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use seatq::Client;
-use seatq::sql::bench as sql;
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -338,7 +338,7 @@ struct Checkout {
 
 impl Checkout {
     async fn listen(pool: &PgPool) -> anyhow::Result<Checkout> {
-        let mut listener = seatq::db::listen(pool, seatq::sql::queue::DONE_CHANNEL).await?;
+        let mut listener = seatq::db::listen(pool, seatq_core::sql::notify::DONE_CHANNEL).await?;
         let (tx, finished) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Ok(n) = listener.recv().await {

@@ -8,8 +8,8 @@ mod common;
 use std::process::Command;
 
 use serde_json::Value;
-use sqlx::postgres::PgConnection;
 use sqlx::Connection;
+use sqlx::postgres::PgConnection;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {

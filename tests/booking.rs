@@ -316,7 +316,7 @@ async fn class_3_taken(db: &TestDb, event: i64) -> Vec<(i32, i64)> {
 async fn a_big_batch_for_one_class_still_takes_only_the_cheapest_level_while_it_lasts() {
     // 20 parties of 3 in one batch: 60 seats, enough to start at a random
     // seat of the cheapest level (SPREAD_FROM_NEED) rather than at its head.
-    const { assert!(60 >= seatq::sql::allocation::SPREAD_FROM_NEED) };
+    const { assert!(60 >= seatq_worker::sql::allocation::SPREAD_FROM_NEED) };
     let db = TestDb::new().await;
     let ev = db.client.add_event("Big", 300, 6).await.unwrap();
     let levels = class_3_levels(&db, ev).await;
@@ -412,7 +412,7 @@ async fn the_spread_start_skips_held_seats_and_empties_the_cheapest_level_before
 
 #[tokio::test]
 async fn only_groups_of_spread_from_need_seats_or_more_take_the_spread_path() {
-    use seatq::sql::allocation::{LOCK_CHEAPEST, SPREAD_FROM_NEED};
+    use seatq_worker::sql::allocation::{LOCK_CHEAPEST, SPREAD_FROM_NEED};
     let db = TestDb::new().await;
     let ev = db.client.add_event("Big", 300, 6).await.unwrap();
     // How often the statement calls the function, counted for this

@@ -335,14 +335,14 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     sqlx::query("ANALYZE seatq.requests").execute(&db.pool).await.unwrap();
 
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq::sql::queue::CLAIM_BATCH.replace("$1", "32"));
+    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_worker::sql::claim::CLAIM_BATCH.replace("$1", "32"));
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
     let plan = plan.to_string();
     assert!(plan.contains("\"Index Name\":\"requests_ready\""), "claim plan: {plan}");
     assert!(!plan.contains("Seq Scan"), "claim plan: {plan}");
 
     // So does the queue count every /metrics scrape makes.
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq::sql::stats::QUEUED_NOW);
+    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_core::sql::stats::QUEUED_NOW);
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
     let plan = plan.to_string();
     assert!(plan.contains("\"Index Name\":\"requests_ready\""), "queue count plan: {plan}");
@@ -381,7 +381,7 @@ async fn a_worker_warms_every_connection_it_opens() {
 /// and planned) the statements of a batch, the spread function's included.
 /// Returns their server process ids.
 async fn assert_every_connection_warm(pool: &sqlx::PgPool) -> Vec<i32> {
-    use seatq::sql::{allocation, queue};
+    use seatq_worker::sql::{allocation, claim};
     let mut conns = Vec::new();
     for _ in 0..pool.size() {
         conns.push(pool.acquire().await.unwrap());
@@ -392,10 +392,10 @@ async fn assert_every_connection_warm(pool: &sqlx::PgPool) -> Vec<i32> {
         let prepared: Vec<String> =
             sqlx::query_scalar("SELECT statement FROM pg_prepared_statements").fetch_all(&mut **conn).await.unwrap();
         for statement in [
-            queue::CLAIM_BATCH,
+            claim::CLAIM_BATCH,
             allocation::LOCK_CHEAPEST,
             allocation::TAKE_SEATS,
-            queue::RECORD_OUTCOMES,
+            claim::RECORD_OUTCOMES,
             allocation::WARM_SPREAD,
         ] {
             assert!(prepared.iter().any(|p| p == statement), "not prepared: {statement}\nprepared: {prepared:#?}");
@@ -416,7 +416,7 @@ async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() 
     let requests: Vec<i64> = (1..=100).collect();
     let seat_requests: Vec<i64> = (0..450).map(|n| 1 + n * 100 / 450).collect();
     let seats: Vec<i32> = (10_001..=10_450).collect();
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq::sql::allocation::TAKE_SEATS);
+    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_worker::sql::allocation::TAKE_SEATS);
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
         .bind(&requests)
         .bind(vec![ev; 100])

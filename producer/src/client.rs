@@ -267,7 +267,7 @@ impl Client {
     /// poll; `None` waits for ever.
     pub async fn wait(&self, id: i64, timeout: Option<Duration>) -> Result<RequestRecord, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut listener = db::listen(&self.pool, sql::queue::DONE_CHANNEL).await?;
+        let mut listener = db::listen(&self.pool, seatq_core::sql::notify::DONE_CHANNEL).await?;
         loop {
             // Read after LISTEN, so a finish between the two is not missed.
             let record = self.status(id).await?;
@@ -309,8 +309,9 @@ impl Client {
 
     /// Queue depth, oldest queued age and seats by state.
     pub async fn stats(&self) -> Result<Stats, Error> {
-        let requests = sqlx::query_as(sql::stats::REQUESTS_BY_STATUS).fetch_all(&self.pool).await?;
-        let oldest_queued_secs = sqlx::query_scalar(sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;
+        let requests = sqlx::query_as(seatq_core::sql::stats::REQUESTS_BY_STATUS).fetch_all(&self.pool).await?;
+        let oldest_queued_secs =
+            sqlx::query_scalar(seatq_core::sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;
         let seats = sqlx::query_as(sql::stats::SEATS_BY_STATE).fetch_all(&self.pool).await?;
         Ok(Stats { requests: requests.into_iter().collect(), oldest_queued_secs, seats: seats.into_iter().collect() })
     }
@@ -367,7 +368,7 @@ impl Client {
         const BATCH: i64 = 1000;
         let mut total = 0;
         loop {
-            let deleted = sqlx::query(sql::operations::PRUNE_FINISHED)
+            let deleted = sqlx::query(seatq_core::sql::retention::PRUNE_FINISHED)
                 .bind(older_than.as_secs_f64())
                 .bind(BATCH)
                 .execute(&self.pool)

@@ -7,10 +7,10 @@
 
 use std::collections::HashMap;
 
+use crate::sql::{allocation, bookings};
 use chrono::{DateTime, Utc};
-use seatq::outcome::{BookingResult, ErrorCode, SeatInfo};
-use seatq::request::{BookingRef, Request, SeatRequest};
-use seatq::sql::{allocation, bookings, fault as fault_sql};
+use seatq_core::outcome::{BookingResult, ErrorCode, SeatInfo};
+use seatq_core::request::{BookingRef, Request, SeatRequest};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
@@ -64,7 +64,7 @@ pub async fn process(
         Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
         Some(Fault::Slow) => tokio::time::sleep(fault::SLOW).await,
         Some(Fault::Terminate) => {
-            sqlx::query(fault_sql::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
+            sqlx::query(fault::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
         }
         None => {}
     }

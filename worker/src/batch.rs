@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 
-use seatq::outcome::ErrorCode;
-use seatq::request::Request;
-use seatq::sql::queue;
+use crate::sql::claim;
+use seatq_core::outcome::ErrorCode;
+use seatq_core::request::Request;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
@@ -23,8 +23,8 @@ use crate::allocate::{self, Decision, ProcessError};
 use crate::cheapest::{self, Wanted};
 use crate::fault;
 use crate::metrics::Metrics;
-use crate::retry::Jitter;
 use crate::wake::Wake;
+use seatq_core::retry::Jitter;
 
 /// Most savepoints a batch takes: one per request processed alone, one per
 /// run of cheapest-first requests. A savepoint may use two subtransaction
@@ -96,14 +96,14 @@ pub async fn run(
     in_hand.clear();
     let ticket = wake.map_or(0, Wake::ticket);
     let mut tx = match strategy {
-        Strategy::Serializable => pool.begin_with(queue::BEGIN_SERIALIZABLE).await?,
+        Strategy::Serializable => pool.begin_with(claim::BEGIN_SERIALIZABLE).await?,
         _ => pool.begin().await?,
     };
     let rows: Vec<Claimed> = match &claim {
-        Claim::Next(limit) => sqlx::query_as(queue::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
+        Claim::Next(limit) => sqlx::query_as(claim::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
         Claim::Retry { ids, .. } => {
             let ids: Vec<i64> = ids.keys().copied().collect();
-            sqlx::query_as(queue::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
+            sqlx::query_as(claim::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
         }
     };
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
@@ -198,7 +198,7 @@ pub async fn run(
     let finished: Vec<Finished> = if outcomes.is_empty() {
         Vec::new()
     } else {
-        sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
+        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
     in_hand.clear();
@@ -222,7 +222,7 @@ pub async fn record_failed_attempt(
     metrics: &Metrics,
 ) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let rows: Vec<Claimed> = sqlx::query_as(queue::CLAIM_BY_IDS).bind([request.id]).fetch_all(&mut *tx).await?;
+    let rows: Vec<Claimed> = sqlx::query_as(claim::CLAIM_BY_IDS).bind([request.id]).fetch_all(&mut *tx).await?;
     let Some(row) = rows.iter().find(|r| r.attempts == request.attempts) else {
         tx.rollback().await?;
         return Ok(false);
@@ -230,7 +230,7 @@ pub async fn record_failed_attempt(
     let outcome = transient(row, &format!("its batch failed: {error}"), 0);
     let requeued = outcome["status"] == "queued";
     let finished: Vec<Finished> =
-        sqlx::query_as(queue::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
+        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     announce(pool, &finished, metrics).await;
     if requeued {
@@ -239,7 +239,7 @@ pub async fn record_failed_attempt(
     Ok(true)
 }
 
-/// A request given a terminal outcome, as [`queue::RECORD_OUTCOMES`] reports it.
+/// A request given a terminal outcome, as [`claim::RECORD_OUTCOMES`] reports it.
 #[derive(sqlx::FromRow)]
 struct Finished {
     id: i64,
@@ -249,7 +249,7 @@ struct Finished {
 }
 
 /// After the outcomes commit: count them, and wake the clients waiting on
-/// them (see [`queue::NOTIFY_DONE`] for why not inside the batch). NOTIFY is
+/// them (see [`claim::NOTIFY_DONE`] for why not inside the batch). NOTIFY is
 /// a hint: if it fails, clients still find the outcome when they poll.
 async fn announce(pool: &PgPool, finished: &[Finished], metrics: &Metrics) {
     if finished.is_empty() {
@@ -259,7 +259,9 @@ async fn announce(pool: &PgPool, finished: &[Finished], metrics: &Metrics) {
         metrics.finished(&f.kind, &f.outcome, f.latency_secs);
     }
     let ids: Vec<i64> = finished.iter().map(|f| f.id).collect();
-    if let Err(e) = sqlx::query(queue::NOTIFY_DONE).bind(&ids).bind(queue::DONE_CHANNEL).execute(pool).await {
+    if let Err(e) =
+        sqlx::query(claim::NOTIFY_DONE).bind(&ids).bind(seatq_core::sql::notify::DONE_CHANNEL).execute(pool).await
+    {
         tracing::warn!(error = %e, requests = ids.len(), "could not notify waiting clients; they will poll");
     }
 }

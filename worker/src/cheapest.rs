@@ -15,9 +15,9 @@
 
 use std::collections::BTreeMap;
 
-use seatq::outcome::{ErrorCode, SeatInfo};
-use seatq::request::{Request, SeatRequest};
-use seatq::sql::allocation;
+use crate::sql::allocation;
+use seatq_core::outcome::{ErrorCode, SeatInfo};
+use seatq_core::request::{Request, SeatRequest};
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;

@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use seatq::request::Request;
+use seatq_core::request::Request;
 
 /// A fault to inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,11 @@ pub enum Fault {
     /// End the batch's database session.
     Terminate,
 }
+
+/// End this session's own backend, as a broken connection would: its
+/// transaction rolls back and the worker sees the connection go
+/// ([`Fault::Terminate`]).
+pub const TERMINATE_OWN_BACKEND: &str = "SELECT pg_terminate_backend(pg_backend_pid())";
 
 /// How long a `fault:slow` request pauses inside its batch.
 pub const SLOW: Duration = Duration::from_secs(2);

@@ -15,11 +15,10 @@
 //! - [`registry`]: registration and heartbeats in `seatq.workers`;
 //! - [`retention`]: pruning of old finished requests;
 //! - [`metrics`]: Prometheus `/metrics` and `/healthz`;
-//! - [`retry`]: jittered exponential backoff;
 //! - [`warm`]: a worker's connections warmed before its first batch;
 //! - [`fault`]: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
 //!
-//! SQL lives in the shared `seatq` crate ([`seatq::sql`]).
+//! SQL lives in the shared `seatq` crate ([`seatq_core::sql`]).
 
 pub mod allocate;
 pub mod batch;
@@ -28,7 +27,7 @@ pub mod fault;
 pub mod metrics;
 pub mod registry;
 pub mod retention;
-pub mod retry;
+pub mod sql;
 pub mod sweeper;
 pub mod wake;
 pub mod warm;

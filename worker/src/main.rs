@@ -18,7 +18,7 @@ const MAX_HOURS: u64 = 1_000_000;
 #[command(version)]
 struct Args {
     /// PostgreSQL URL; the database is created and migrated if missing.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, default_value = seatq_core::db::DEFAULT_DATABASE_URL)]
     database_url: String,
     /// Batch loops in this process (at most --max-active of them in a
     /// transaction at once).
@@ -66,7 +66,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    seatq::init_tracing(args.log_json, "info");
+    seatq_core::init_tracing(args.log_json, "info");
     // Signal handlers before anything else, so that a signal arriving at any
     // later moment (while connecting, while waiting for the database) is seen.
     let term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use seatq::sql::operations;
+use crate::sql::registry;
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
-use crate::retry::Jitter;
+use seatq_core::retry::Jitter;
 
 /// Who this worker is.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ impl Identity {
 }
 
 /// How long a worker leaving tries to delete its row before giving up (the
-/// row then expires by itself after [`seatq::WORKER_DEAD_AFTER`]).
+/// row then expires by itself after [`seatq_core::WORKER_DEAD_AFTER`]).
 const DEREGISTER_WITHIN: Duration = Duration::from_secs(2);
 
 /// Register, heartbeat every `interval` until cancelled, then deregister.
@@ -53,7 +53,7 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
     loop {
         let beat = async {
             match id {
-                None => sqlx::query_scalar(operations::REGISTER_WORKER)
+                None => sqlx::query_scalar(registry::REGISTER_WORKER)
                     .bind(&me.name)
                     .bind(&me.host)
                     .bind(me.pid as i32)
@@ -61,7 +61,7 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
                     .fetch_one(&pool)
                     .await
                     .map(Some),
-                Some(current) => sqlx::query_scalar::<_, bool>(operations::HEARTBEAT)
+                Some(current) => sqlx::query_scalar::<_, bool>(registry::HEARTBEAT)
                     .bind(current)
                     .fetch_optional(&pool)
                     .await
@@ -89,10 +89,10 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
                     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
                     metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
                 }
-                let dead_after = seatq::WORKER_DEAD_AFTER.as_secs_f64();
+                let dead_after = seatq_core::WORKER_DEAD_AFTER.as_secs_f64();
                 let dropped = tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    dropped = sqlx::query(operations::DROP_DEAD_WORKERS).bind(dead_after).execute(&pool) => dropped,
+                    dropped = sqlx::query(registry::DROP_DEAD_WORKERS).bind(dead_after).execute(&pool) => dropped,
                 };
                 if let Err(e) = dropped {
                     tracing::debug!(error = %e, "dropping dead workers failed");
@@ -113,7 +113,7 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
         }
     }
     let Some(id) = id else { return };
-    let deregister = sqlx::query(operations::DEREGISTER_WORKER).bind(id).execute(&pool);
+    let deregister = sqlx::query(registry::DEREGISTER_WORKER).bind(id).execute(&pool);
     match tokio::time::timeout(DEREGISTER_WITHIN, deregister).await {
         Ok(Ok(_)) => tracing::debug!(worker = id, "deregistered"),
         Ok(Err(e)) => tracing::warn!(error = %e, "could not deregister; the row expires by itself"),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seatq::sql::operations;
+use seatq_core::sql::retention;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +30,7 @@ pub async fn run(
         let result = loop {
             let batch = tokio::select! {
                 _ = shutdown.cancelled() => break Ok(()),
-                deleted = sqlx::query(operations::PRUNE_FINISHED)
+                deleted = sqlx::query(retention::PRUNE_FINISHED)
                     .bind(older_than.as_secs_f64())
                     .bind(PRUNE_BATCH)
                     .execute(&pool) => deleted.map(|d| d.rows_affected()),

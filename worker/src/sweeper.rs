@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seatq::sql::expiry;
+use crate::sql::expiry;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 

@@ -10,8 +10,8 @@
 //! and later (replacing one past its lifetime, or after the server
 //! restarted).
 
+use crate::sql::{allocation, claim};
 use futures_util::future::BoxFuture;
-use seatq::sql::{allocation, queue};
 use serde_json::json;
 use sqlx::Acquire;
 use sqlx::pool::PoolConnectionMetadata;
@@ -43,10 +43,10 @@ pub fn on_connect(
 /// Run a batch's statements once, with empty inputs, and roll back.
 async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), allocate::ProcessError> {
     let mut tx = conn.begin().await?;
-    sqlx::query(queue::CLAIM_BATCH).bind(0_i64).execute(&mut *tx).await?;
+    sqlx::query(claim::CLAIM_BATCH).bind(0_i64).execute(&mut *tx).await?;
     cheapest::allocate(&mut tx, &[], strategy).await?;
     allocate::take_seats(&mut tx, &[]).await?;
-    sqlx::query(queue::RECORD_OUTCOMES).bind(json!([])).execute(&mut *tx).await?;
+    sqlx::query(claim::RECORD_OUTCOMES).bind(json!([])).execute(&mut *tx).await?;
     sqlx::query(allocation::WARM_SPREAD).execute(&mut *tx).await?;
     tx.rollback().await?;
     Ok(())

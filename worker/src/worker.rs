@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seatq::sql::queue;
+use seatq_core::sql::notify;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
@@ -16,9 +16,9 @@ use crate::allocate::ProcessError;
 use crate::batch::{self, Claim};
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
-use crate::retry::Jitter;
 use crate::wake::Wake;
 use crate::{Config, retention, sweeper};
+use seatq_core::retry::Jitter;
 
 /// A pool of batch loops sharing one database pool.
 #[derive(Debug, Clone)]
@@ -46,8 +46,8 @@ impl Worker {
     /// The pool waits at most [`ACQUIRE_TIMEOUT`] for a connection, so that
     /// during an outage every database call fails within seconds (and is
     /// logged) rather than hanging, and shutdown is never held up by it.
-    pub async fn connect(url: &str, config: Config) -> Result<Worker, seatq::Error> {
-        let options = session_options(seatq::db::options(url)?);
+    pub async fn connect(url: &str, config: Config) -> Result<Worker, seatq_core::Error> {
+        let options = session_options(seatq_core::db::options(url)?);
         // One connection per batch loop that may be in a transaction at once,
         // plus one for the background tasks and one spare (the listener has
         // its own), all opened and warmed now, and any opened later warmed as
@@ -64,19 +64,19 @@ impl Worker {
         let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
         let mut attempts = 0u32;
         loop {
-            match seatq::db::connect_pool(options.clone(), pool.clone()).await {
+            match seatq_core::db::connect_pool(options.clone(), pool.clone()).await {
                 Ok(pool) => {
                     if attempts > 0 {
                         tracing::info!(attempts = attempts + 1, "connected to the database");
                     }
                     return Ok(Worker::new(pool, config));
                 }
-                Err(e) if seatq::db::is_transient(&e) => {
+                Err(e) if seatq_core::db::is_transient(&e) => {
                     attempts += 1;
                     let delay = backoff.next_delay();
                     // The cause, without the how-to-get-a-server paragraph.
                     let (server, cause) = match &e {
-                        seatq::Error::Unreachable { target, source } => (target.clone(), source.to_string()),
+                        seatq_core::Error::Unreachable { target, source } => (target.clone(), source.to_string()),
                         other => (String::new(), other.to_string()),
                     };
                     tracing::warn!(%server, error = %cause, attempts, retry_in = ?delay,
@@ -424,7 +424,7 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
             _ = shutdown.cancelled() => return,
-            connected = seatq::db::listen(&pool, queue::NEW_CHANNEL) => connected,
+            connected = seatq_core::db::listen(&pool, notify::NEW_CHANNEL) => connected,
         };
         let mut listener = match connected {
             Ok(l) => {

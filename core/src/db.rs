@@ -93,7 +93,7 @@ fn transient(error: &sqlx::Error) -> bool {
 /// pending migration needs an admin.
 pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) -> Result<(), Error> {
     let mut conn = db.acquire().await?;
-    let migrator = sqlx::migrate!("../migrations");
+    let migrator = sqlx::migrate!("./migrations");
     let applied: Vec<i64> =
         sqlx::query_scalar(crate::sql::schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
     let current =

@@ -63,7 +63,7 @@ impl Error {
 }
 
 /// See [`Error::is_connection_error`].
-pub(crate) fn connection_level(error: &sqlx::Error) -> bool {
+pub fn connection_level(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
         sqlx::Error::Database(e) => {

@@ -174,7 +174,7 @@ struct QueueArgs {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    seatq::init_tracing(false, "warn");
+    seatq_core::init_tracing(false, "warn");
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {

@@ -141,7 +141,7 @@ impl Status {
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Option<Status> {
+    pub fn parse(s: &str) -> Option<Status> {
         Some(match s {
             "queued" => Status::Queued,
             "succeeded" => Status::Succeeded,

@@ -1,0 +1,51 @@
+//! seatq-core: what every part of seatq shares.
+//!
+//! seatq is a seat-booking queue that lives in PostgreSQL: producers enqueue
+//! booking requests into `seatq.requests`, workers claim them with
+//! `FOR UPDATE SKIP LOCKED`, allocate seats all-or-nothing and write the
+//! outcome back onto the request. Producers use the `seatq` crate (which
+//! re-exports everything here), workers `seatq-worker`; both build on this
+//! one:
+//!
+//! - [`request`]: the request types, the one definition of each;
+//! - [`validate`]: the checks that give a malformed request its error code
+//!   (the same checks the database runs on every insert);
+//! - [`outcome`]: results, error codes, request statuses and booking states;
+//! - [`error`]: the error type of the libraries;
+//! - [`db`]: connecting, with zero-configuration start and migrations, and
+//!   creating and dropping databases;
+//! - [`retry`]: jittered exponential backoff;
+//! - [`sql`]: the statements producers and workers both run.
+
+pub mod db;
+pub mod error;
+pub mod outcome;
+pub mod request;
+pub mod retry;
+pub mod sql;
+pub mod validate;
+
+pub use error::Error;
+pub use outcome::{BookingResult, ErrorCode, RequestRecord, SeatInfo, Status};
+pub use request::{BookingRef, Request, RequestError, SeatRequest};
+
+/// A worker whose last heartbeat is older than this is dead: `seatq workers`
+/// leaves it out and live workers delete its row.
+pub const WORKER_DEAD_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Log through `tracing` to stderr, filtered by `RUST_LOG` (else by
+/// `default`, e.g. `"info"`), as text or JSON lines. For seatq's own
+/// binaries (feature `tracing-init`).
+#[cfg(feature = "tracing-init")]
+pub fn init_tracing(json: bool, default: &str) {
+    use tracing_subscriber::EnvFilter;
+    // sqlx logs every statement at info; keep it to warnings (slow statements) or quieter.
+    let sqlx = if matches!(default, "error" | "off") { default } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx={sqlx}")));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

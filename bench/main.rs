@@ -3,7 +3,7 @@
 //! For each scenario and strategy asked for, it creates a fresh database,
 //! seeds the scenario, starts real `seatq-worker` processes, enqueues the
 //! requests, waits for every outcome, and checks the invariants. Then it
-//! prints one table (or JSON). See the README's Performance section.
+//! prints one table (or JSON). See docs/benchmarks.md.
 
 mod procs;
 mod report;
@@ -38,7 +38,7 @@ struct Args {
     /// Strategies: skip-locked, blocking, nowait, serializable, or all.
     #[arg(long, default_value = "all")]
     strategy: String,
-    /// Requests per run (default: the scenario's; see the README).
+    /// Requests per run (default: the scenario's; see docs/benchmarks.md).
     #[arg(long)]
     requests: Option<usize>,
     /// Worker processes per run (default: the scenario's).

@@ -1,7 +1,7 @@
 //! The benchmark program works: a tiny run of every scenario, under the
 //! default strategy and (on the hot event) every other one, ends with every
 //! request in a terminal state and the invariants kept. Speeds are measured
-//! by `seatq-bench` itself (see the README), never asserted here.
+//! by `seatq-bench` itself (see docs/benchmarks.md), never asserted here.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The contention path of the core algorithm (DESIGN.md rule 3): seats that
+//! The contention path of the core algorithm (docs/design.md): seats that
 //! an in-flight transaction locks are contention, retried and then requeued,
 //! never `sold_out` or `seats_taken`; only an event that is short by
 //! committed state, with nothing locked, is `sold_out`.

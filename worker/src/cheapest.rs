@@ -4,7 +4,7 @@
 //! takes its seats. A batch of a hundred parties costs three round trips, not
 //! three hundred.
 //!
-//! All or nothing per party (DESIGN.md rule 3): the locked seats of a group
+//! All or nothing per party (docs/design.md): the locked seats of a group
 //! go to its requests in claim order; a request that does not fit gets no
 //! seats. If the group is short and other transactions hold some of its free
 //! seats, such a request is *contended* and is retried after the batch

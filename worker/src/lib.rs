@@ -82,7 +82,7 @@ pub struct Config {
     pub concurrency: usize,
     /// Of those loops, how many may be in a transaction at once (at least 1):
     /// on a database with few cores, more concurrent batches only add
-    /// contention (see the README's Performance section).
+    /// contention (see docs/design.md).
     pub max_active: usize,
     /// Requests claimed per transaction (one commit carries them all), at
     /// most [`MAX_BATCH_SIZE`].
@@ -112,12 +112,12 @@ pub struct Config {
 }
 
 /// Requests per batch unless configured: large enough that one commit
-/// carries many bookings, small enough to keep latency low (see the README's
-/// Performance section for the measurements behind it).
+/// carries many bookings, small enough to keep latency low (docs/benchmarks.md
+/// shows how to measure the trade-off).
 pub const DEFAULT_BATCH_SIZE: i64 = 100;
 /// Batch transactions a worker process runs at once unless configured:
-/// about two per core of the 2-core database the benchmark ran on, where 32
-/// at once did little more than half the work of 4.
+/// about two per core of a small database server; beyond that, concurrent
+/// batches mostly step over each other's locks (docs/design.md).
 pub const DEFAULT_MAX_ACTIVE: usize = 4;
 /// Most batch loops, or turns, a process takes.
 pub const MAX_LOOPS: usize = 1024;

@@ -2,9 +2,9 @@
 //!
 //! A new session's first batch pays for loading the catalog entries of every
 //! table and index a batch touches, compiling `seatq.lock_cheapest_spread`
-//! and planning every statement; on a hot event the first batches of a
-//! freshly started worker took 17 to 42 ms instead of 5 to 15, and the queue
-//! they left behind took a hundred milliseconds to clear. So a worker runs
+//! and planning every statement, so the first batches of a freshly started
+//! worker are several times slower than later ones, and on a hot event the
+//! queue they leave behind takes a while to clear. So a worker runs
 //! each of a batch's statements once on every connection, with nothing to
 //! claim, lock or record, and rolls back, as the pool opens it: at start,
 //! and later (replacing one past its lifetime, or after the server

@@ -394,9 +394,9 @@ impl Pauses {
 ///   transaction back;
 /// - `random_page_cost` 1.1 rather than the default 4 (a disk that seeks):
 ///   what a worker reads, the head of the queue and the seats of events on
-///   sale, is in memory. With 4, the planner took a batch's 450 seats on a
-///   20,000-seat venue by scanning the whole venue rather than by 450
-///   primary-key lookups (see the README's Performance section).
+///   sale, is in memory. With 4, the planner may price a hot batch's many
+///   primary-key lookups above a scan of the whole venue, and scan it (see
+///   docs/design.md).
 pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
     options.application_name("seatq-worker").options([
         ("lock_timeout", "2s"),

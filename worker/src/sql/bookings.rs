@@ -12,8 +12,8 @@ FOR NO KEY UPDATE NOWAIT";
 /// (55P03) if another transaction holds one; `owned` says whether the booking
 /// still owns each in state $4. Seats are found by primary key only: a
 /// condition on `state` here would let a planner with stale statistics pick
-/// the small partial index on held seats and filter every hold on the server
-/// (seen in the checkout benchmark: 3 ms per confirm instead of 0.05).
+/// the small partial index on held seats and filter every hold on the server,
+/// a cost that grows with the number of holds.
 pub const LOCK_BOOKING_SEATS: &str = "
 SELECT seat_no, (booking_id IS NOT DISTINCT FROM $1 AND state::text = $4) AS owned
 FROM seatq.seats

@@ -45,8 +45,8 @@ WITH o AS (
         finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE clock_timestamp() END
     FROM o
     -- The = ANY makes every plan an index seek on the primary key: joined on
-    -- r.id = o.id alone, a generic plan made with stale statistics hashed a
-    -- sequential scan of the whole table (2.4 ms a batch in the benchmark).
+    -- r.id = o.id alone, a generic plan made with stale statistics may hash a
+    -- sequential scan of the whole table.
     WHERE r.id = o.id AND r.id = ANY (ARRAY(SELECT id FROM o))
     RETURNING r.id, r.kind, r.status, r.error_code, r.created_at, r.finished_at
 )
@@ -58,7 +58,7 @@ FROM updated WHERE status <> 'queued'";
 /// ([`seatq_core::sql::notify::DONE_CHANNEL`]): one notification each, with the id as payload. Sent in a transaction of its
 /// own, after the outcomes commit: PostgreSQL serialises the commits of all
 /// transactions that NOTIFY (a database-wide lock held through the WAL
-/// flush), so notifying inside the batch made every worker's commit wait in
-/// one line: most waits sampled under the hot benchmark were there, and on a
-/// disk with a slow fsync it caps the whole server at one batch per flush.
+/// flush), so notifying inside the batch makes every worker's commit wait in
+/// one line behind the others', and on a disk with a slow fsync it caps the
+/// whole server at one batch per flush.
 pub const NOTIFY_DONE: &str = "SELECT pg_notify($2, id::text) FROM unnest($1::bigint[]) AS id";

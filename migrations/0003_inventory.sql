@@ -82,8 +82,13 @@ ALTER TABLE seatq.seats SET (autovacuum_vacuum_scale_factor = 0.05);
 -- before it matches partial indexes, so a statement plans exactly as if the
 -- expression were written out: `state <> 'booked'` in is_free still lets
 -- seats_free_by_price serve, `state = 'held'` in is_lapsed the
--- *_holds_by_expiry indexes. PARALLEL SAFE because the planner decides
--- whether a query may run in parallel before it inlines anything.
+-- *_holds_by_expiry indexes. Keep each a single expression, STABLE, and
+-- neither STRICT nor SECURITY DEFINER: otherwise the planner calls it as a
+-- function instead, row by row, and no partial index serves. A role must
+-- have EXECUTE on it to use it at all (0006_roles.sql). PARALLEL SAFE
+-- because the planner decides whether a query may run in parallel before it
+-- inlines anything.
+--
 -- No answer depends on when the sweeper last ran: a hold past held_until
 -- is lapsed, and its seats free, whether or not it has been swept.
 

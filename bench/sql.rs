@@ -88,9 +88,9 @@ GROUP BY 1, 2 ORDER BY 1, 2";
 /// bookings): the two must agree.
 pub const SEATS_TAKEN_AND_GRANTED: &str = "
 SELECT (SELECT count(*) FROM seatq.seats
-        WHERE state = 'booked' OR (state = 'held' AND held_until > now())) AS taken,
+        WHERE seatq.is_live(state, held_until)) AS taken,
        (SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings
-        WHERE state = 'booked' OR (state = 'held' AND held_until > now())) AS granted";
+        WHERE seatq.is_live(state, held_until)) AS granted";
 
 /// Bookings by state.
 pub const BOOKINGS_BY_STATE: &str = "SELECT state::text, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";

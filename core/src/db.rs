@@ -90,15 +90,26 @@ fn transient(error: &sqlx::Error) -> bool {
 /// Apply the migrations in `migrations/` unless all are applied already
 /// (concurrent callers are serialised by sqlx with an advisory lock). A
 /// least-privilege role can connect to a current schema; only applying a
-/// pending migration needs an admin.
+/// pending migration needs an admin. sqlx's bookkeeping lives in seatq's own
+/// schema ([`MIGRATIONS_TABLE`](crate::sql::schema::MIGRATIONS_TABLE)), which
+/// the migrator creates before it; a `seatq` schema made by an earlier
+/// development version (bookkeeping in `public`) is refused with
+/// [`Error::OldSchema`], which says how to start afresh, and never dropped.
 pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) -> Result<(), Error> {
+    use crate::sql::schema;
     let mut conn = db.acquire().await?;
-    let migrator = sqlx::migrate!("./migrations");
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.dangerous_set_table_name(schema::MIGRATIONS_TABLE);
+    migrator.create_schema(schema::SCHEMA);
     let applied: Vec<i64> =
-        sqlx::query_scalar(crate::sql::schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
+        sqlx::query_scalar(schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
     let current =
         migrator.iter().filter(|m| !m.migration_type.is_down_migration()).all(|m| applied.contains(&m.version));
     if !current {
+        let old: Option<String> = sqlx::query_scalar(schema::OLD_SCHEMA).fetch_optional(&mut *conn).await?;
+        if let Some(database) = old {
+            return Err(Error::OldSchema { database });
+        }
         migrator.run(&mut *conn).await?;
     }
     Ok(())

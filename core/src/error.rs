@@ -42,6 +42,17 @@ pub enum Error {
     Db(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database holds a `seatq` schema made by an earlier development
+    /// version (its migrations recorded in `public._sqlx_migrations`), which
+    /// cannot be upgraded; it is left as it is.
+    #[error(
+        "database \"{database}\" holds a seatq schema made by an earlier development version of seatq \
+         (its migrations recorded in public._sqlx_migrations), which cannot be upgraded. Recreate the \
+         database (DROP DATABASE \"{database}\"; seatq creates it again on its next start), or drop only \
+         that schema if the database holds other data (DROP SCHEMA seatq CASCADE), or point DATABASE_URL \
+         at another database."
+    )]
+    OldSchema { database: String },
 }
 
 impl Error {

@@ -1,4 +1,34 @@
-//! The schema's version.
+//! The schema's version, and the bookkeeping of its migrations.
+
+/// The table sqlx records applied migrations in, inside seatq's own schema
+/// (so that a host application's `public._sqlx_migrations` is left alone).
+macro_rules! migrations_table {
+    () => {
+        "seatq._sqlx_migrations"
+    };
+}
+
+/// The schema that holds everything of seatq's, its migrations table too.
+pub const SCHEMA: &str = "seatq";
+
+/// The migrations table, schema-qualified.
+pub const MIGRATIONS_TABLE: &str = migrations_table!();
 
 /// Versions of the migrations applied (readable by every seatq role).
-pub const APPLIED_MIGRATIONS: &str = "SELECT version FROM public._sqlx_migrations WHERE success";
+pub const APPLIED_MIGRATIONS: &str = concat!("SELECT version FROM ", migrations_table!(), " WHERE success");
+
+/// The database's name if its schema `seatq` holds objects but no migrations
+/// table of its own (no row otherwise): a schema made by an earlier
+/// development version, which recorded its migrations in
+/// `public._sqlx_migrations` and cannot be upgraded. Read from the catalogs,
+/// which every role may read (whatever its rights on the schema), and blind
+/// to objects a concurrent migration has not committed (it commits the
+/// migrations table before any of them).
+pub const OLD_SCHEMA: &str = "
+WITH ns AS (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = 'seatq')
+SELECT current_database()
+WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class
+                  WHERE relnamespace IN (SELECT oid FROM ns) AND relname = '_sqlx_migrations')
+  AND (EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace IN (SELECT oid FROM ns))
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_type WHERE typnamespace IN (SELECT oid FROM ns))
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE pronamespace IN (SELECT oid FROM ns)))";

@@ -2,7 +2,7 @@
 
 /// Seats by state; a hold past its expiry counts as `lapsed` (free).
 pub const SEATS_BY_STATE: &str = "
-SELECT CASE WHEN state = 'held' AND held_until <= now() THEN 'lapsed' ELSE state::text END AS state,
+SELECT CASE WHEN seatq.is_lapsed(state, held_until) THEN 'lapsed' ELSE state::text END AS state,
        count(*)
 FROM seatq.seats GROUP BY 1 ORDER BY 1";
 
@@ -31,16 +31,16 @@ FROM (
 
 /// Seats of one event by state (a lapsed hold counts as `lapsed`).
 pub const EVENT_SEATS_BY_STATE: &str = "
-SELECT CASE WHEN state = 'held' AND held_until <= now() THEN 'lapsed' ELSE state::text END AS state,
+SELECT CASE WHEN seatq.is_lapsed(state, held_until) THEN 'lapsed' ELSE state::text END AS state,
        count(*)
 FROM seatq.seats WHERE event_id = $1 GROUP BY 1 ORDER BY 1";
 
 /// Seats of event $1 taken: booked, or held and not lapsed.
 pub const SEATS_TAKEN: &str = "
 SELECT count(*) FROM seatq.seats
-WHERE event_id = $1 AND (state = 'booked' OR (state = 'held' AND held_until > now()))";
+WHERE event_id = $1 AND seatq.is_live(state, held_until)";
 
 /// Seats of event $1 granted, by the lists of its live bookings.
 pub const SEATS_GRANTED: &str = "
 SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings
-WHERE event_id = $1 AND (state = 'booked' OR (state = 'held' AND held_until > now()))";
+WHERE event_id = $1 AND seatq.is_live(state, held_until)";

@@ -1,7 +1,8 @@
 //! Taking seats: the all-or-nothing, lock-what-you-can allocation.
 //!
-//! "Free" always means available, or held with the hold lapsed (passive
-//! expiry), so no answer depends on when the sweeper last ran.
+//! "Free" always means `seatq.is_free` (migrations/0003_inventory.sql):
+//! available, or held with the hold lapsed (passive expiry), so no answer
+//! depends on when the sweeper last ran.
 
 /// Does the event exist?
 pub const EVENT_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM seatq.events WHERE id = $1)";
@@ -28,7 +29,7 @@ LEFT JOIN LATERAL (
         SELECT seat_no, class, row_no, pos, price_cents
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
-          AND state <> 'booked' AND (state = 'available' OR held_until <= now())
+          AND seatq.is_free(state, held_until)
         ORDER BY price_cents, seat_no
         LIMIT g.need
         ",
@@ -46,10 +47,10 @@ ORDER BY g.ord, s.price_cents, s.seat_no"
 
 /// The default: lock what you can, skipping seats in-flight transactions hold.
 /// A group needing $4 seats or more ([`SPREAD_FROM_NEED`]) starts at a random
-/// seat of the cheapest price level (`seatq.lock_cheapest_spread`, migration
-/// 0009), so that concurrent batches on one hot event do not all step over
-/// each other's seats. (Each condition on `g.need` is a one-time filter: the
-/// way not taken is not run.)
+/// seat of the cheapest price level (`seatq.lock_cheapest_spread`, in
+/// migrations/0004_allocation.sql), so that concurrent batches on one hot
+/// event do not all step over each other's seats. (Each condition on
+/// `g.need` is a one-time filter: the way not taken is not run.)
 pub const LOCK_CHEAPEST: &str = lock_cheapest!(
     "FOR UPDATE SKIP LOCKED",
     "WHERE g.need < $4
@@ -87,7 +88,7 @@ SELECT g.ord AS grp,
        (SELECT count(*) FROM (
             SELECT 1 FROM seatq.seats
             WHERE event_id = g.event_id AND class = g.class
-              AND state <> 'booked' AND (state = 'available' OR held_until <= now())
+              AND seatq.is_free(state, held_until)
             LIMIT g.need) f) AS free
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)";
 
@@ -95,7 +96,7 @@ FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_
 /// transaction holds any of them. Returns whether each is free.
 pub const LOCK_NAMED: &str = "
 SELECT seat_no AS seat, class, row_no AS row, pos, price_cents,
-       (state = 'available' OR (state = 'held' AND held_until <= now())) AS free
+       seatq.is_free(state, held_until) AS free
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no
@@ -109,7 +110,7 @@ WITH free AS (
            pos - row_number() OVER (PARTITION BY row_no ORDER BY pos) AS run
     FROM seatq.seats
     WHERE event_id = $1 AND class = $2
-      AND state <> 'booked' AND (state = 'available' OR held_until <= now())
+      AND seatq.is_free(state, held_until)
 ), windows AS (
     SELECT row_no, pos,
            array_agg(seat_no) OVER w AS seats,
@@ -128,7 +129,7 @@ pub const LOCK_FREE_SEATS: &str = "
 SELECT seat_no AS seat, class, row_no AS row, pos, price_cents
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
-  AND state <> 'booked' AND (state = 'available' OR held_until <= now())
+  AND seatq.is_free(state, held_until)
 ORDER BY seat_no
 FOR UPDATE SKIP LOCKED";
 

@@ -3,7 +3,7 @@
 /// Lock a booking, failing at once (55P03) if another transaction holds it.
 pub const LOCK_BOOKING: &str = "
 SELECT id, event_id, customer, state::text AS state, seats, total_cents, held_until,
-       (state = 'held' AND held_until <= now()) AS lapsed
+       seatq.is_lapsed(state, held_until) AS lapsed
 FROM seatq.bookings
 WHERE id = $1
 FOR NO KEY UPDATE NOWAIT";

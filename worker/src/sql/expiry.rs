@@ -5,7 +5,7 @@
 pub const SWEEP_SEATS: &str = "
 WITH lapsed AS (
     SELECT event_id, seat_no FROM seatq.seats
-    WHERE state = 'held' AND held_until <= now()
+    WHERE seatq.is_lapsed(state, held_until)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), freed AS (
@@ -20,7 +20,7 @@ SELECT count(*) FROM freed";
 pub const SWEEP_BOOKINGS: &str = "
 WITH lapsed AS (
     SELECT id FROM seatq.bookings
-    WHERE state = 'held' AND held_until <= now()
+    WHERE seatq.is_lapsed(state, held_until)
     LIMIT $1
     FOR NO KEY UPDATE SKIP LOCKED
 ), expired AS (

@@ -1,3 +1,7 @@
+-- Allocation in the database: the spread start of a big claim. (The
+-- head-first claim, one index seek per (event, class), is a statement of the
+-- worker's own: worker/src/sql/allocation.rs.)
+--
 -- A big claim on one (event, class) starts at a random seat of the cheapest
 -- price level instead of at its head.
 --
@@ -38,7 +42,7 @@ BEGIN
     SELECT s.price_cents, s.seat_no INTO v_price, v_first
     FROM seatq.seats s
     WHERE s.event_id = p_event AND s.class = p_class
-      AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+      AND seatq.is_free(s.state, s.held_until)
     ORDER BY s.price_cents, s.seat_no
     LIMIT 1;
     IF NOT FOUND THEN
@@ -47,7 +51,7 @@ BEGIN
     SELECT s.seat_no INTO v_last
     FROM seatq.seats s
     WHERE s.event_id = p_event AND s.class = p_class AND s.price_cents = v_price
-      AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+      AND seatq.is_free(s.state, s.held_until)
     ORDER BY s.price_cents DESC, s.seat_no DESC
     LIMIT 1;
     -- (Each probe has its own snapshot: if the level filled up in between,
@@ -70,7 +74,7 @@ BEGIN
         FROM seatq.seats s
         WHERE s.event_id = p_event AND s.class = p_class
           AND s.price_cents BETWEEN v_lo AND v_hi AND s.seat_no BETWEEN v_from AND v_to
-          AND s.state <> 'booked' AND (s.state = 'available' OR s.held_until <= now())
+          AND seatq.is_free(s.state, s.held_until)
         ORDER BY s.price_cents, s.seat_no
         LIMIT v_left
         FOR UPDATE OF s SKIP LOCKED;
@@ -80,7 +84,3 @@ BEGIN
     END LOOP;
 END
 $$;
-
--- Least privilege, as in 0003: workers and admins only.
-REVOKE ALL ON FUNCTION seatq.lock_cheapest_spread(bigint, smallint, int) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION seatq.lock_cheapest_spread(bigint, smallint, int) TO seatq_worker, seatq_admin;

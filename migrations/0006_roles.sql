@@ -7,8 +7,10 @@
 -- seatq_producer: enqueue requests and read outcomes; nothing else (no
 --   access to seats or bookings, no changing a request once inserted).
 -- seatq_worker:   what workers need: claim and finish requests, take and
---   release seats, write bookings.
+--   release seats, write bookings, register themselves.
 -- seatq_admin:    everything in the schema: migrations, retries, pruning.
+--
+-- Every grant of the schema is here, so this runs last.
 --
 -- Roles belong to the whole server, so this tolerates their existing already
 -- (another database on the same server created them).
@@ -27,37 +29,52 @@ BEGIN
 END
 $$;
 
+-- Nothing for anyone else (a function is executable by PUBLIC unless
+-- revoked).
 REVOKE ALL ON SCHEMA seatq FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA seatq FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA seatq FROM PUBLIC;
 GRANT USAGE ON SCHEMA seatq TO seatq_producer, seatq_worker, seatq_admin;
 
+-- Every role may read which migrations are applied, so a program connecting
+-- with it can tell the schema is current without trying to migrate.
+GRANT SELECT ON seatq._sqlx_migrations TO seatq_producer, seatq_worker, seatq_admin;
+
 -- Producers: enqueue (the function, or a plain INSERT of the request's own
--- columns) and read outcomes. The trigger functions run with the inserter's
--- rights, so the validation helpers are theirs to execute too.
+-- columns) and read outcomes and who is working. The trigger functions run
+-- with the inserter's rights, so the validation helpers are theirs to
+-- execute too.
 GRANT INSERT (kind, payload, idempotency_key, priority, run_at) ON seatq.requests TO seatq_producer;
-GRANT SELECT ON seatq.requests, seatq.events TO seatq_producer;
+GRANT SELECT ON seatq.requests, seatq.events, seatq.workers TO seatq_producer;
 GRANT EXECUTE ON FUNCTION
     seatq.enqueue(text, jsonb, text, int, timestamptz),
     seatq.request_error(text, jsonb),
+    seatq.range_error(text, numeric, numeric, numeric),
     seatq.is_json_int(jsonb),
     seatq.describe_json(jsonb),
     seatq.fail_invalid_request(),
     seatq.notify_new_requests()
 TO seatq_producer, seatq_worker, seatq_admin;
 
--- Workers.
-GRANT SELECT, UPDATE ON seatq.requests TO seatq_worker;
+-- Workers. The state predicates are part of their statements (a predicate a
+-- role may not execute is not inlined, and then fails).
+GRANT SELECT, UPDATE, DELETE ON seatq.requests TO seatq_worker;
 GRANT SELECT ON seatq.events TO seatq_worker;
 GRANT SELECT, UPDATE ON seatq.seats TO seatq_worker;
 GRANT SELECT, INSERT, UPDATE ON seatq.bookings TO seatq_worker;
-GRANT EXECUTE ON FUNCTION seatq.check_invariants(boolean) TO seatq_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON seatq.workers TO seatq_worker;
+GRANT EXECUTE ON FUNCTION
+    seatq.is_free(seatq.seat_state, timestamptz),
+    seatq.is_live(seatq.seat_state, timestamptz),
+    seatq.is_live(seatq.booking_state, timestamptz),
+    seatq.is_lapsed(seatq.seat_state, timestamptz),
+    seatq.is_lapsed(seatq.booking_state, timestamptz),
+    seatq.lock_cheapest_spread(bigint, smallint, int),
+    seatq.check_invariants(boolean)
+TO seatq_worker;
 
--- Admins.
+-- Admins: all of seatq's own tables and functions (the migrations table
+-- only to read, as for the others).
 GRANT ALL ON SCHEMA seatq TO seatq_admin;
-GRANT ALL ON ALL TABLES IN SCHEMA seatq TO seatq_admin;
+GRANT ALL ON seatq.requests, seatq.events, seatq.seats, seatq.bookings, seatq.workers TO seatq_admin;
 GRANT ALL ON ALL FUNCTIONS IN SCHEMA seatq TO seatq_admin;
-
--- Every role may read which migrations are applied, so a program connecting
--- with it can tell the schema is current without trying to migrate.
-GRANT SELECT ON public._sqlx_migrations TO seatq_producer, seatq_worker, seatq_admin;

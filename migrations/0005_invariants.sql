@@ -1,15 +1,26 @@
--- check_invariants() must stay fast on a live system whose statistics are
--- stale (right after a burst of bookings, before autovacuum has analysed the
--- tables). Joining every taken seat to the materialised live_bookings CTE
--- (which has no statistics) let the planner pick a nested loop over it: 150,000
--- seats times 60,000 bookings took minutes. Joining the bookings table
--- instead gives every plan an index seek on its primary key.
-CREATE OR REPLACE FUNCTION seatq.check_invariants(p_drained boolean DEFAULT false)
+-- Every violation of seatq's invariants, one row each; no rows means healthy.
+-- A seat or booking is "live" when booked, or held and not yet lapsed
+-- (seatq.is_live). With p_drained, requests still queued are violations too
+-- (use it once a test or benchmark has waited for every outcome).
+--
+-- These are the invariants the hot path keeps without foreign keys or more
+-- indexes (see 0003_inventory.sql). Pruning deletes finished requests, so a
+-- booking may outlive the request that made it: only a request still present
+-- must agree with its booking.
+--
+-- Set-based (hash joins and one pass over the seats), so it stays fast on
+-- large inventories, and it must stay fast on a live system whose statistics
+-- are stale (right after a burst of bookings, before autovacuum has analysed
+-- the tables): taken seats are joined to the bookings table, not to the
+-- materialised live_bookings (which has no statistics and let the planner
+-- pick a nested loop over it, minutes on a large inventory), so that every
+-- plan has an index seek on the bookings' primary key.
+CREATE FUNCTION seatq.check_invariants(p_drained boolean DEFAULT false)
 RETURNS TABLE (violation text, detail text)
 LANGUAGE sql STABLE AS $$
     WITH live_bookings AS MATERIALIZED (
         SELECT * FROM seatq.bookings
-        WHERE state = 'booked' OR (state = 'held' AND held_until > now())
+        WHERE seatq.is_live(state, held_until)
     ), granted AS MATERIALIZED (
         SELECT b.id, b.event_id, b.state, g.seat
         FROM live_bookings b CROSS JOIN LATERAL unnest(b.seats) AS g(seat)
@@ -33,8 +44,8 @@ LANGUAGE sql STABLE AS $$
            format('event %s seat %s is %s by booking %s', s.event_id, s.seat_no, s.state, s.booking_id)
     FROM seatq.seats s
     LEFT JOIN seatq.bookings b ON b.id = s.booking_id
-    WHERE (s.state = 'booked' OR (s.state = 'held' AND s.held_until > now()))
-      AND (b.id IS NULL OR NOT (b.state = 'booked' OR (b.state = 'held' AND b.held_until > now()))
+    WHERE seatq.is_live(s.state, s.held_until)
+      AND (b.id IS NULL OR NOT seatq.is_live(b.state, b.held_until)
            OR b.event_id <> s.event_id OR b.state::text <> s.state::text
            OR NOT s.seat_no = ANY (b.seats))
     UNION ALL

@@ -1,0 +1,134 @@
+-- seatq: the request queue, in schema `seatq` (inventory and bookings are in
+-- 0003_inventory.sql).
+--
+-- The database is the public interface: producers in any language enqueue
+-- with `SELECT seatq.enqueue(kind, payload)` (or a plain INSERT into
+-- seatq.requests) and read the outcome with one SELECT on seatq.requests.
+--
+-- The migrator creates the schema before this runs, so that its own
+-- bookkeeping table, seatq._sqlx_migrations, lives in it too (a host
+-- application's migrations in `public` are left alone).
+
+CREATE SCHEMA IF NOT EXISTS seatq;
+
+-- A request is never visibly "running": claim, allocation and outcome commit
+-- in one transaction, so a request is queued until it is finished.
+CREATE TYPE seatq.request_status AS ENUM ('queued', 'succeeded', 'failed', 'dead');
+
+CREATE TABLE seatq.requests (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- hold | book | confirm | cancel. Plain text on purpose: a request with
+    -- an unknown kind is accepted and then failed with a clear error.
+    kind               text NOT NULL,
+    payload            jsonb NOT NULL DEFAULT '{}'::jsonb,
+    -- A second enqueue with the same key returns the first request (unique
+    -- through the partial index requests_idempotency_key).
+    idempotency_key    text,
+    priority           smallint NOT NULL DEFAULT 0,
+    status             seatq.request_status NOT NULL DEFAULT 'queued',
+    -- Processing attempts that ended in an unexpected error.
+    attempts           int NOT NULL DEFAULT 0,
+    max_attempts       int NOT NULL DEFAULT 5 CHECK (max_attempts > 0),
+    -- Times the request found its seats locked by in-flight transactions.
+    contention_retries int NOT NULL DEFAULT 0,
+    run_at             timestamptz NOT NULL DEFAULT now(),
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    started_at         timestamptz,
+    finished_at        timestamptz,
+    result             jsonb,
+    error_code         text,
+    error_message      text,
+    CONSTRAINT outcome_matches_status CHECK (
+        (status = 'queued')
+     OR (status = 'succeeded' AND result IS NOT NULL AND error_code IS NULL)
+     OR (status IN ('failed', 'dead') AND error_code IS NOT NULL AND result IS NULL))
+);
+-- The claim: an index seek over queued rows only, in claim order.
+CREATE INDEX requests_ready ON seatq.requests (priority DESC, run_at, id) WHERE status = 'queued';
+-- Retention: finished requests by age, pruned in small batches.
+CREATE INDEX requests_finished ON seatq.requests (finished_at) WHERE status <> 'queued';
+-- Requests without an idempotency key (most of them) need no entry in the
+-- key's index, on insert or on the update that records their outcome.
+CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+-- The queue table churns (every request is updated once and later deleted):
+-- vacuum it after 2% of it changed rather than the default 20%, so dead
+-- tuples do not pile up at the head of the claim index.
+ALTER TABLE seatq.requests SET (
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.02,
+    autovacuum_analyze_scale_factor = 0.02
+);
+
+-- Enqueue one request; with an idempotency key already used, return the
+-- first request's id instead of inserting a second one. The priority is an
+-- int here but a smallint in the table: out of range, it fails naming the
+-- argument and the range (SQLSTATE 22003) rather than with a bare "smallint
+-- out of range".
+--
+-- Two inputs never reach validation (0002_validation.sql), because jsonb
+-- itself decides them while parsing, before any trigger or function sees the
+-- payload:
+--
+-- * A string containing U+0000 (\u0000) is refused by jsonb: the INSERT or
+--   the seatq.enqueue call fails with SQLSTATE 22P05 and nothing is stored.
+--   The Rust client refuses such a payload first, as invalid_request naming
+--   the field (core/src/validate.rs).
+-- * A number is stored by its value, not as written: 2E0 is stored as 2 and
+--   1.5e1 as 15, so they are integers here. A fraction is kept (2.0 stays
+--   2.0) and is wrong_type, as in Rust. A Rust producer parsing JSON text
+--   reads any number written with an exponent as a float, so a bulk file
+--   line with "party": 2E0 is wrong_type there; a payload built in Rust
+--   never carries one (serde_json writes 2.0).
+CREATE FUNCTION seatq.enqueue(
+    p_kind text,
+    p_payload jsonb,
+    p_idempotency_key text DEFAULT NULL,
+    p_priority int DEFAULT 0,
+    p_run_at timestamptz DEFAULT now()
+) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    IF p_priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767'
+            USING ERRCODE = 'numeric_value_out_of_range', DETAIL = format('priority %s was given', p_priority);
+    END IF;
+    INSERT INTO seatq.requests (kind, payload, idempotency_key, priority, run_at)
+    VALUES (p_kind, p_payload, p_idempotency_key, p_priority, p_run_at)
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id INTO v_id;
+    IF v_id IS NULL THEN
+        SELECT id INTO v_id FROM seatq.requests WHERE idempotency_key = p_idempotency_key;
+    END IF;
+    RETURN v_id;
+END
+$$;
+
+-- Wake idle workers. One notification per statement, not per row; it is only
+-- a hint (workers also poll), so a lost notification delays, never loses.
+CREATE FUNCTION seatq.notify_new_requests() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('seatq_new', '');
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER requests_notify_new AFTER INSERT ON seatq.requests
+    FOR EACH STATEMENT EXECUTE FUNCTION seatq.notify_new_requests();
+
+-- The worker registry: each worker process registers itself and heartbeats;
+-- a row whose heartbeat is old belongs to a dead process and is dropped by
+-- the live ones.
+CREATE TABLE seatq.workers (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name         text NOT NULL,
+    host         text NOT NULL,
+    pid          int NOT NULL,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    settings     jsonb NOT NULL DEFAULT '{}'::jsonb
+);

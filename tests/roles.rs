@@ -99,7 +99,7 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 100, 6).await.unwrap();
     let id = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
-    // And enough parties for one class to take the spread path (migration 0009).
+    // And enough parties for one class to take the spread path (`seatq.lock_cheapest_spread`, migrations/0004_allocation.sql).
     let party: Vec<seatq::NewRequest> =
         (0..12).map(|n| Request::Hold(hold(ev, 3, 3, &format!("p{n}"))).into()).collect();
     let ids = db.client.enqueue_many(&party).await.unwrap();

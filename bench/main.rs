@@ -16,11 +16,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use clap::ValueEnum as _;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use seatq_worker::Strategy;
 
 use crate::run::Plan;
 use crate::scenario::Scenario;
-
-const STRATEGIES: [&str; 4] = ["skip-locked", "blocking", "nowait", "serializable"];
 
 /// Benchmark seatq: throughput, latency, CPU and memory, per scenario and
 /// seat-taking strategy, with the invariant check after every run.
@@ -35,23 +36,24 @@ struct Args {
     /// Scenarios: spread, hot, checkout, deep (comma-separated), or all.
     #[arg(long, default_value = "all")]
     scenario: String,
-    /// Strategies: skip-locked, blocking, nowait, serializable, or all.
-    #[arg(long, default_value = "all")]
-    strategy: String,
+    /// Strategies (comma-separated), or all.
+    #[arg(long, value_delimiter = ',', default_value = "all", value_parser = strategy_or_all())]
+    strategy: Vec<Option<Strategy>>,
     /// Requests per run (default: the scenario's; see docs/benchmarks.md).
     #[arg(long)]
     requests: Option<usize>,
     /// Worker processes per run (default: the scenario's).
     #[arg(long)]
     workers: Option<usize>,
-    /// Batch loops per worker process (default: the scenario's).
+    /// Batch loops per worker process, 1 to 1024 (default: the scenario's).
     #[arg(long, value_parser = seatq_worker::loops())]
     concurrency: Option<usize>,
-    /// Of each process's loops, how many may be in a transaction at once.
+    /// Of each process's loops, how many may be in a transaction at once, 1 to 1024.
     #[arg(long, default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE, value_parser = seatq_worker::loops())]
     max_active: usize,
-    /// Requests per batch transaction.
-    #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE)]
+    /// Requests per batch transaction, 1 to 1000.
+    #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
+          value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
     batch_size: i64,
     /// Also measure latency under a steady load at this fraction of the
     /// burst throughput just measured (skip-locked runs of scenarios without
@@ -65,17 +67,18 @@ struct Args {
     /// a quick run).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    /// Run each scenario and strategy this many times, a round of every
+    /// Run each scenario and strategy this many times (1 to 99), a round of every
     /// strategy after another, and report the run with the median throughput
     /// (short runs on a shared machine are noisy, and its speed drifts).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
     repeat: u32,
-    /// Flights to seed for the spread, checkout and deep scenarios (fewer
-    /// make a quick run; the classic inventory is 3,000 of 250 seats).
+    /// Flights to seed for the spread, checkout and deep scenarios, 1 to
+    /// 100000 (fewer make a quick run; the classic inventory is 3,000 of 250
+    /// seats).
     #[arg(long, default_value_t = scenario::FLIGHTS as u64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     flights: u64,
-    /// How long checkout holds last (the run waits this long, plus two
-    /// seconds, for abandoned ones to lapse and be swept).
+    /// How long checkout holds last, in seconds, 1 to 3600 (the run waits
+    /// this long, plus two seconds, for abandoned ones to lapse and be swept).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
     hold_secs: u32,
     /// Give up on a run after this many seconds.
@@ -112,7 +115,11 @@ async fn main() -> ExitCode {
 /// Run every plan; Ok(false) if an invariant broke.
 async fn bench(args: Args) -> anyhow::Result<bool> {
     let scenarios = pick(&args.scenario, &scenario::ALL.map(|s| s.name()), "scenario")?;
-    let strategies = pick(&args.strategy, &STRATEGIES, "strategy")?;
+    let strategies: Vec<Strategy> = if args.strategy.contains(&None) {
+        Strategy::value_variants().to_vec()
+    } else {
+        args.strategy.iter().flatten().copied().collect()
+    };
     if !args.db_prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
         anyhow::bail!("--db-prefix may hold only lower-case letters, digits and underscores");
     }
@@ -167,9 +174,11 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             // make the whole load the given fraction of the burst's. Not for
             // a scenario with a backlog: that would be drained first anyway.
             let streamed = plan.requests as f64 / measured.requests.max(1) as f64;
-            let steady =
-                (args.steady_at > 0.0 && plan.rate.is_none() && plan.backlog == 0 && plan.strategy == STRATEGIES[0])
-                    .then_some(measured.requests_per_sec * args.steady_at * streamed);
+            let steady = (args.steady_at > 0.0
+                && plan.rate.is_none()
+                && plan.backlog == 0
+                && plan.strategy == Strategy::default().as_str())
+            .then_some(measured.requests_per_sec * args.steady_at * streamed);
             results.push(measured);
             if let Some(rate) = steady.filter(|r| *r >= 1.0) {
                 let plan = Plan { rate: Some(rate.round()), ..plan.clone() };
@@ -230,6 +239,13 @@ fn median(mut runs: Vec<run::Measured>, plan: &Plan) -> run::Measured {
     median
 }
 
+/// A value of `--strategy`: a strategy, or `None` for all of them.
+fn strategy_or_all() -> impl TypedValueParser<Value = Option<Strategy>> {
+    let all = PossibleValue::new("all").help("Every strategy, in the order above");
+    let names = Strategy::value_variants().iter().filter_map(|s| s.to_possible_value()).chain([all]);
+    PossibleValuesParser::new(names).map(|name| name.parse::<Strategy>().ok())
+}
+
 /// A comma-separated selection from `all`, or every one of them.
 fn pick<'a>(arg: &str, all: &[&'a str], what: &str) -> anyhow::Result<Vec<&'a str>> {
     if arg == "all" {
@@ -244,4 +260,34 @@ fn pick<'a>(arg: &str, all: &[&'a str], what: &str) -> anyhow::Result<Vec<&'a st
                 .with_context(|| format!("unknown {what} {s:?}: expected one of {}, or all", all.join(", ")))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+    use clap::Parser as _;
+
+    use super::{Args, Strategy};
+
+    #[test]
+    fn every_argument_explains_itself() {
+        Args::command().debug_assert();
+        let mut cmd = Args::command();
+        cmd.build();
+        let missing: Vec<_> =
+            cmd.get_arguments().filter(|a| !a.is_hide_set() && a.get_help().is_none()).map(|a| a.get_id()).collect();
+        assert!(missing.is_empty(), "without help: {missing:?}");
+    }
+
+    #[test]
+    fn strategies_are_a_list_or_all() {
+        let strategies = |args: &[&str]| Args::try_parse_from([&["seatq-bench"], args].concat()).map(|a| a.strategy);
+        assert_eq!(strategies(&[]).unwrap(), [None]);
+        assert_eq!(
+            strategies(&["--strategy", "skip-locked,blocking"]).unwrap(),
+            [Some(Strategy::SkipLocked), Some(Strategy::Blocking)]
+        );
+        let err = strategies(&["--strategy", "skip-locked,fast"]).unwrap_err().to_string();
+        assert!(err.contains("skip-locked, blocking, nowait, serializable, all"), "{err}");
+    }
 }

@@ -189,6 +189,40 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
     db.close().await;
 }
 
+#[tokio::test]
+async fn health_fails_while_the_database_is_unreachable_and_the_server_stops_with_the_worker() {
+    // A pool of a server nobody runs: nothing on port 1.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let metrics = std::sync::Arc::new(seatq_worker::metrics::Metrics::default());
+    let shutdown = CancellationToken::new();
+    let serving = tokio::spawn(seatq_worker::metrics::serve(listener, metrics, pool, shutdown.clone()));
+
+    let health = http_get(addr, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 503") && health.contains("database: "), "{health}");
+    let metrics = http_get(addr, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.lines().any(|l| l == "seatq_database_up 0"), "{metrics}");
+    assert!(!metrics.contains("seatq_queue_due"), "no queue gauges without the database: {metrics}");
+    assert!(metrics.lines().any(|l| l == "# TYPE seatq_requests_total counter"), "{metrics}");
+    let mut post = tokio::net::TcpStream::connect(addr).await.unwrap();
+    post.write_all(b"POST /metrics HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    post.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+
+    // A client that connects and never sends its request does not hold the
+    // worker's shutdown up.
+    let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), serving).await.expect("stopped with the worker").unwrap();
+}
+
 /// Is request `id` locked by some transaction (a worker's claim)? Asked with
 /// `FOR UPDATE NOWAIT` from a transaction of our own, rolled back at once.
 async fn is_claimed(db: &TestDb, id: i64) -> bool {

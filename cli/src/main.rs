@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Args as ClapArgs, Parser, Subcommand};
+use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
 use seatq::client::Retry;
 use seatq::{BookingRef, Client, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
 use serde_json::Value;
@@ -19,14 +19,28 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// recent requests.
 const MAX_HOURS: u64 = 1_000_000;
 
+/// Exit statuses and errors, shown at the end of `seatq --help` (and in the
+/// man page).
+const AFTER_HELP: &str = "\
+Exit status: 0 done; 1 refused, failed or dead (the request's outcome is printed), a broken invariant \
+(check), bad lines in a file (enqueue), nothing to retry (retry ID); 2 error (bad arguments, database \
+unreachable, file unreadable, timed out waiting).
+
+With --json, standard output holds one JSON document: the result, or on an error \
+{\"error\": {\"code\": CODE, \"message\": TEXT}} with exit status 2. CODE is one of usage, bad_url, \
+unreachable, database, commit_unknown, migration, old_schema, not_found, timeout, io (a file, standard input or \
+output), internal. A refused request prints {\"error_code\", \"error_message\"}, as a failed request's \
+record does. Standard error holds only log lines (retries) and, for enqueue, the bad lines.";
+
 /// seatq: a seat-booking queue in PostgreSQL.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(name = "seatq", version, after_long_help = AFTER_HELP)]
 struct Cli {
     /// PostgreSQL URL; the database is created and migrated if missing.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text, errors included: {"error": {"code", "message"}} on standard
+    /// output, with the same exit status (see --help).
     #[arg(long, global = true)]
     json: bool,
     /// Keep retrying for this many seconds when the database cannot be
@@ -46,8 +60,10 @@ enum Command {
     Migrate,
     /// Create the demo inventory: FLIGHTS events ("Flight 1".."Flight N") of SEATS seats (idempotent).
     Seed {
+        /// Events to create.
         #[arg(long, default_value_t = 10)]
         flights: i32,
+        /// Seats per event, six to a row, priced by class.
         #[arg(long, default_value_t = 250)]
         seats: i32,
     },
@@ -55,8 +71,8 @@ enum Command {
     Hold {
         #[command(flatten)]
         seats: SeatArgs,
-        /// Hold time in seconds (default 600).
-        #[arg(long)]
+        /// Hold time in seconds, 1 to 86400 [default: 600].
+        #[arg(long, value_name = "1-86400")]
         hold_seconds: Option<u32>,
         #[command(flatten)]
         queue: QueueArgs,
@@ -94,12 +110,16 @@ enum Command {
         strict: bool,
     },
     /// Show a request.
-    Status { id: i64 },
+    Status {
+        /// The request's id (as enqueueing printed it).
+        id: i64,
+    },
     /// Wait for a request's outcome and show it.
     Wait {
+        /// The request's id (as enqueueing printed it).
         id: i64,
-        /// Give up after this many seconds.
-        #[arg(long)]
+        /// Give up after this many seconds (exit status 2) [default: wait as long as it takes].
+        #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
     },
     /// Queue depth by status, oldest queued age, seats by state.
@@ -120,26 +140,38 @@ enum Command {
     /// Delete finished requests older than the given age now (workers also do this every minute,
     /// for requests older than their --retention-hours).
     Prune {
-        /// Age in hours (at most 1000000).
+        /// Age in hours, 0 to 1000000.
         #[arg(long, default_value_t = 7 * 24, value_parser = clap::value_parser!(u64).range(0..=MAX_HOURS))]
         older_than_hours: u64,
+    },
+    /// Print a shell completion script, e.g. `seatq completions bash > /etc/bash_completion.d/seatq`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `seatq man | man -l -`.
+    Man {
+        /// The page of this command (e.g. hold) instead of seatq's.
+        command: Option<String>,
     },
 }
 
 #[derive(Debug, ClapArgs)]
 struct SeatArgs {
+    /// The event's id (seat numbers are per event).
     #[arg(long)]
     event: i64,
-    /// Seat class (required unless --seats names the seats).
-    #[arg(long)]
+    /// Seat class, 1 to 32767 (required unless --seats names the seats).
+    #[arg(long, value_name = "1-32767")]
     class: Option<i16>,
-    /// Party size (defaults to the number of --seats).
-    #[arg(long)]
+    /// Party size, 1 to 9 [default: the number of --seats].
+    #[arg(long, value_name = "1-9")]
     party: Option<u32>,
+    /// Who the seats are for, 1 to 200 characters; confirm and cancel must name the same.
     #[arg(long)]
     customer: String,
-    /// Exact seat numbers, comma-separated: all of them or none.
-    #[arg(long, value_delimiter = ',')]
+    /// Exact seat numbers, comma-separated, at most 9: all of them or none.
+    #[arg(long, value_delimiter = ',', value_name = "SEAT,...")]
     seats: Vec<i32>,
     /// Take what is left if fewer seats remain.
     #[arg(long)]
@@ -151,8 +183,10 @@ struct SeatArgs {
 
 #[derive(Debug, ClapArgs)]
 struct BookingArgs {
+    /// The booking's id (from the hold's or booking's outcome).
     #[arg(long)]
     booking: i64,
+    /// The customer the booking is for.
     #[arg(long)]
     customer: String,
 }
@@ -163,8 +197,8 @@ struct QueueArgs {
     /// booking twice (default: a random key, so that this command's own retries are safe).
     #[arg(long)]
     key: Option<String>,
-    /// Higher runs first.
-    #[arg(long, default_value_t = 0)]
+    /// Higher runs first, -32768 to 32767.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i16,
     /// Block until the outcome is known and print it.
     #[arg(long)]
@@ -173,15 +207,84 @@ struct QueueArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return refused_command_line(e),
+    };
     seatq_core::init_tracing(false, "warn");
+    let json = cli.json;
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", error_text(&e));
+            print_error(error_code(&e), &error_text(&e), json);
             ExitCode::from(2)
         }
     }
+}
+
+/// A command line clap did not take: its message as text (clap's own, with
+/// the usage) or, if `--json` is among the arguments, as JSON; exit status
+/// 2. `--help` and `--version` print as usual.
+fn refused_command_line(e: clap::Error) -> ExitCode {
+    let json = std::env::args_os().skip(1).take_while(|a| a != "--").any(|a| a == "--json");
+    if !json || !e.use_stderr() {
+        e.exit();
+    }
+    // clap's text without its "error: ", the usage and the hint after it.
+    let text = e.render().to_string();
+    let message = text.split("\n\n").next().unwrap_or_default().trim();
+    let message = message.strip_prefix("error: ").unwrap_or(message);
+    print_error("usage", message, true);
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
+/// Print an error: `error: message` on standard error, or with `--json`
+/// `{"error": {"code", "message"}}` on standard output (where the result
+/// would have been).
+fn print_error(code: &str, message: &str, json: bool) {
+    if json {
+        println!("{}", serde_json::json!({ "error": { "code": code, "message": message } }));
+    } else {
+        eprintln!("error: {message}");
+    }
+}
+
+/// A command line that parsed but names something that does not exist.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// The `code` of an error printed as JSON (the list is in `AFTER_HELP`).
+fn error_code(e: &anyhow::Error) -> &'static str {
+    for cause in e.chain() {
+        if let Some(e) = cause.downcast_ref::<seatq::Error>() {
+            return match e {
+                seatq::Error::BadUrl(_) => "bad_url",
+                seatq::Error::Unreachable { .. } => "unreachable",
+                seatq::Error::Invalid(refused) => refused.code(),
+                seatq::Error::NotFound(_) => "not_found",
+                seatq::Error::Timeout(_) => "timeout",
+                seatq::Error::CommitUnknown { .. } => "commit_unknown",
+                seatq::Error::Db(_) => "database",
+                seatq::Error::Migrate(_) => "migration",
+                seatq::Error::OldSchema { .. } => "old_schema",
+            };
+        }
+        if cause.is::<std::io::Error>() {
+            return "io";
+        }
+        if cause.is::<Usage>() {
+            return "usage";
+        }
+    }
+    "internal"
 }
 
 /// The error and its causes, each shown once: many errors (sqlx's among
@@ -223,6 +326,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let json = ctx.json;
     match cli.command {
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "seatq", &mut script);
+            print_raw(&script).context("writing the completion script")?;
+        }
+        Command::Man { command } => {
+            print_raw(&manual(command.as_deref())?).context("writing the manual page")?;
+        }
         Command::Migrate => {
             ctx.connect().await?;
             println!("migrations applied");
@@ -336,6 +447,34 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write `bytes` to standard output as they are.
+fn print_raw(bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// The manual page (roff) of seatq, or of one of its commands.
+fn manual(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let mut cli = Cli::command();
+    // Built, so that commands carry the global options and their full names.
+    cli.build();
+    let page = match command {
+        None => cli,
+        Some(name) => match cli.find_subcommand(name) {
+            Some(command) => command.clone().version(env!("CARGO_PKG_VERSION")),
+            None => {
+                let names: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
+                return Err(Usage(format!("no command {name:?}: expected one of {}", names.join(", "))).into());
+            }
+        },
+    };
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page).render(&mut out)?;
+    Ok(out)
 }
 
 fn seat_request(a: SeatArgs) -> SeatRequest {
@@ -459,4 +598,43 @@ async fn enqueue_file(ctx: &Ctx, file: &str, strict: bool) -> anyhow::Result<Exi
         println!("enqueued {} requests ({} bad lines skipped)", ids.len(), parsed.bad.len());
     }
     Ok(if parsed.bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    #[test]
+    fn every_command_and_argument_explains_itself() {
+        Cli::command().debug_assert();
+        let mut cli = Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        let mut commands = vec![(String::from("seatq"), &cli)];
+        while let Some((path, cmd)) = commands.pop() {
+            if cmd.get_about().is_none() {
+                missing.push(path.clone());
+            }
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            commands.extend(cmd.get_subcommands().map(|sub| (format!("{path} {}", sub.get_name()), sub)));
+        }
+        assert!(missing.is_empty(), "without help: {missing:?}");
+    }
+
+    #[test]
+    fn ranged_arguments_show_their_range() {
+        let mut cli = Cli::command();
+        cli.build();
+        let hold = cli.find_subcommand("hold").expect("hold");
+        for (arg, range) in [("party", "1-9"), ("class", "1-32767"), ("hold_seconds", "1-86400")] {
+            let arg = hold.get_arguments().find(|a| a.get_id() == arg).expect(arg);
+            assert_eq!(arg.get_value_names().unwrap_or_default(), [range]);
+        }
+    }
 }

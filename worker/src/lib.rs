@@ -39,8 +39,10 @@ pub use worker::Worker;
 
 /// How a worker takes the cheapest seats (named seats and `together` work
 /// the same way under every strategy). The default is the one to use; the
-/// others exist so the benchmark can compare them side by side.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// others exist so the benchmark can compare them side by side. As a command
+/// line value (`--strategy`), each is named in kebab case: `skip-locked`,
+/// `blocking`, `nowait`, `serializable`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Strategy {
     /// Lock what you can (`FOR UPDATE SKIP LOCKED`); if others hold seats the
     /// party needs, give back and retry with jittered backoff.
@@ -60,18 +62,32 @@ impl Strategy {
     pub fn fails_on_contention(self) -> bool {
         matches!(self, Strategy::Nowait | Strategy::Serializable)
     }
+
+    /// The strategy's name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::SkipLocked => "skip-locked",
+            Strategy::Blocking => "blocking",
+            Strategy::Nowait => "nowait",
+            Strategy::Serializable => "serializable",
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl std::str::FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "skip-locked" => Ok(Strategy::SkipLocked),
-            "blocking" => Ok(Strategy::Blocking),
-            "nowait" => Ok(Strategy::Nowait),
-            "serializable" => Ok(Strategy::Serializable),
-            other => Err(format!("unknown strategy {other:?}: expected skip-locked, blocking, nowait or serializable")),
-        }
+        use clap::ValueEnum as _;
+        Strategy::value_variants().iter().copied().find(|v| v.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Strategy::value_variants().iter().map(|v| v.as_str()).collect();
+            format!("unknown strategy {s:?}: expected one of {}", names.join(", "))
+        })
     }
 }
 
@@ -147,5 +163,23 @@ impl Default for Config {
             batch_timeout: Duration::from_secs(60),
             strategy: Strategy::SkipLocked,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum as _;
+
+    use super::Strategy;
+
+    #[test]
+    fn a_strategy_is_named_alike_everywhere() {
+        for s in Strategy::value_variants() {
+            let value = s.to_possible_value().expect("not hidden");
+            assert_eq!(value.get_name(), s.as_str());
+            assert_eq!(s.to_string().parse::<Strategy>(), Ok(*s));
+        }
+        let err = "fast".parse::<Strategy>().unwrap_err();
+        assert!(err.contains("skip-locked, blocking, nowait, serializable"), "{err}");
     }
 }

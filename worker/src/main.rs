@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
-use seatq_worker::{Config, Worker};
+use clap::{CommandFactory as _, Parser, Subcommand};
+use seatq_worker::{Config, Strategy, Worker};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -15,17 +15,20 @@ const MAX_HOURS: u64 = 1_000_000;
 
 /// Claim seatq booking requests and allocate seats.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(name = "seatq-worker", version)]
 struct Args {
+    #[command(subcommand)]
+    tool: Option<Tool>,
     /// PostgreSQL URL; the database is created and migrated if missing.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, default_value = seatq_core::db::DEFAULT_DATABASE_URL)]
     database_url: String,
-    /// Batch loops in this process (at most --max-active of them in a
-    /// transaction at once).
+    /// Batch loops in this process, 1 to 1024 (at most --max-active of them
+    /// in a transaction at once).
     #[arg(long, env = "SEATQ_CONCURRENCY", default_value_t = 2, value_parser = seatq_worker::loops())]
     concurrency: usize,
-    /// Of those loops, how many may be in a transaction at once. About two
-    /// per database core: more concurrent batches only add contention.
+    /// Of those loops, how many may be in a transaction at once, 1 to 1024.
+    /// About two per database core: more concurrent batches only add
+    /// contention.
     #[arg(long, env = "SEATQ_MAX_ACTIVE", default_value_t = seatq_worker::DEFAULT_MAX_ACTIVE, value_parser = seatq_worker::loops())]
     max_active: usize,
     /// Requests claimed per transaction (1 to 1000).
@@ -38,24 +41,24 @@ struct Args {
     /// Sweeper interval in milliseconds; 0 turns the sweeper off.
     #[arg(long, env = "SEATQ_SWEEP_MS", default_value_t = 1000)]
     sweep_ms: u64,
-    /// Contention retries before a request goes back to the queue.
+    /// Contention retries before a request goes back to the queue (at least 1).
     #[arg(long, env = "SEATQ_CONTENTION_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     contention_retries: u32,
-    /// How to take seats: skip-locked (the default, and the one to use),
-    /// or blocking, nowait, serializable (for comparison in benchmarks).
-    #[arg(long, env = "SEATQ_STRATEGY", default_value = "skip-locked")]
-    strategy: seatq_worker::Strategy,
+    /// How to take seats: skip-locked (the default, and the one to use), or
+    /// blocking, nowait, serializable (for comparison in benchmarks).
+    #[arg(long, env = "SEATQ_STRATEGY", value_enum, default_value_t = Strategy::SkipLocked)]
+    strategy: Strategy,
     /// Name in `seatq workers` (default host-pid).
     #[arg(long, env = "SEATQ_WORKER_NAME")]
     name: Option<String>,
     /// Serve Prometheus /metrics and /healthz on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "SEATQ_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
-    /// Delete finished requests older than this many hours (0 keeps them; at most 1000000).
+    /// Delete finished requests older than this many hours, 0 to 1000000 (0 keeps them).
     #[arg(long, env = "SEATQ_RETENTION_HOURS", default_value_t = 7 * 24,
           value_parser = clap::value_parser!(u64).range(0..=MAX_HOURS))]
     retention_hours: u64,
-    /// On SIGTERM/SIGINT, give the batches in hand this long to finish.
+    /// On SIGTERM/SIGINT, give the batches in hand this many seconds to finish.
     #[arg(long, env = "SEATQ_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     shutdown_grace_secs: u64,
     /// Log as JSON lines.
@@ -63,9 +66,38 @@ struct Args {
     log_json: bool,
 }
 
+/// What `seatq-worker` does instead of running, when asked.
+#[derive(Debug, Subcommand)]
+enum Tool {
+    /// Print a shell completion script, e.g. `seatq-worker completions bash`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `seatq-worker man | man -l -`.
+    Man,
+}
+
+/// Print what `tool` makes to standard output.
+fn print(tool: Tool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut text = Vec::new();
+    match tool {
+        Tool::Completions { shell } => {
+            clap_complete::generate(shell, &mut Args::command(), "seatq-worker", &mut text);
+        }
+        Tool::Man => clap_mangen::Man::new(Args::command()).render(&mut text)?,
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text).and_then(|()| out.flush()).context("writing to standard output")
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(tool) = args.tool.take() {
+        return print(tool);
+    }
     seatq_core::init_tracing(args.log_json, "info");
     // Signal handlers before anything else, so that a signal arriving at any
     // later moment (while connecting, while waiting for the database) is seen.
@@ -123,4 +155,28 @@ async fn on_signals(mut term: Signal, mut int: Signal, shutdown: CancellationTok
         _ = tokio::time::sleep(grace) => tracing::error!(?grace, "batches still running after the grace period; exiting"),
     }
     std::process::exit(130);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn every_argument_explains_itself() {
+        super::Args::command().debug_assert();
+        let mut cmd = super::Args::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        for cmd in std::iter::once(&cmd).chain(cmd.get_subcommands()) {
+            if cmd.get_about().is_none() {
+                missing.push(cmd.get_name().to_string());
+            }
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg.get_help().is_none() {
+                    missing.push(format!("{} {}", cmd.get_name(), arg.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "without help: {missing:?}");
+    }
 }

@@ -1,6 +1,31 @@
-//! Prometheus metrics and health, served over plain HTTP on `/metrics` and
-//! `/healthz`. Two fixed GET paths need no web framework: a small handler
-//! reads the request line and writes the answer.
+//! Prometheus metrics and health, served over HTTP on `/metrics` and
+//! `/healthz`.
+//!
+//! # Crates
+//!
+//! The metrics are handles of the `prometheus` crate (the Rust client kept
+//! by TiKV) in a [`Registry`] of each [`Metrics`], so several workers in one
+//! process (as the tests run them) each count their own; nothing is
+//! installed globally. It is chosen over the two other maintained clients
+//! because it alone meets the hot path's needs without changing what is
+//! exposed:
+//! - a finished request costs atomic adds only: every (kind, outcome)
+//!   counter is registered up front (both are closed sets) and its handle
+//!   kept, and its histograms observe without a lock or an allocation
+//!   (`prometheus-client`'s histogram takes a mutex per observation;
+//!   `metrics-exporter-prometheus` buffers every raw sample until a scrape or
+//!   an upkeep task drains it);
+//! - counters may be fractional (`seatq_turn_wait_seconds_total` counts
+//!   seconds; the `metrics` facade's counters are whole numbers);
+//! - it writes the classic text format, so every name, type, label and value
+//!   reads as before (`prometheus-client` writes OpenMetrics: counter
+//!   families lose `_total` in `# TYPE`, floats gain `.0`, `le="1"` becomes
+//!   `le="1.0"`).
+//!
+//! HTTP is `axum` on the worker's runtime, shut down gracefully with the
+//! worker.
+//!
+//! # Scrapes
 //!
 //! A scrape stays cheap and bounded however large the queue table grows: the
 //! queued requests are counted on every scrape through the partial index
@@ -8,16 +33,25 @@
 //! counted at most every [`TOTALS_EVERY`]; every query runs under a short
 //! statement timeout, and a scrape waits at most [`DB_WITHIN`] per query.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{
+    Counter, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, PullingGauge,
+    Registry, TextEncoder,
+};
+use seatq_core::outcome::ErrorCode;
 use seatq_core::sql::stats;
 use sqlx::PgPool;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 const LATENCY_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -25,34 +59,150 @@ const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256
 
 /// Server-side statement timeout of a scrape's queries, in milliseconds.
 const STATEMENT_TIMEOUT_MS: u32 = 1000;
-/// How long a scrape waits for each of its queries (connecting included).
+/// How long a scrape waits for each of its queries (connecting included),
+/// and `/healthz` for the database's answer.
 pub const DB_WITHIN: Duration = Duration::from_secs(2);
 /// How long the totals by status are reused before they are counted again.
 pub const TOTALS_EVERY: Duration = Duration::from_secs(10);
 /// After the totals could not be counted within the statement timeout (a
 /// huge table), how long before trying again.
 const TOTALS_AFTER_TIMEOUT: Duration = Duration::from_secs(300);
-const KINDS: &[&str] = &["hold", "book", "confirm", "cancel"];
+/// After shutdown, how long connections that never finished sending a
+/// request (answers in progress end at shutdown) may hold the server up.
+const ABANDON_AFTER: Duration = Duration::from_secs(1);
 
-/// Counters of one worker process.
-#[derive(Debug, Default)]
+/// The `kind` label's values: the request kinds, and one for any other
+/// stored kind (a stored kind could be anything; labels come from our own
+/// set).
+const KINDS: [&str; 5] = ["hold", "book", "confirm", "cancel", "unknown"];
+
+/// Every error code, each an `outcome` label value besides `succeeded` (and
+/// `other`, for anything else). [`listed_at`] below fails to compile when a
+/// code is added to [`ErrorCode`], until it is listed here too.
+const ERROR_CODES: [ErrorCode; 20] = [
+    ErrorCode::UnknownKind,
+    ErrorCode::PayloadTooLarge,
+    ErrorCode::UnknownField,
+    ErrorCode::MissingField,
+    ErrorCode::WrongType,
+    ErrorCode::PartyOutOfRange,
+    ErrorCode::HoldTimeOutOfRange,
+    ErrorCode::TooManySeats,
+    ErrorCode::DuplicateSeat,
+    ErrorCode::InvalidRequest,
+    ErrorCode::UnknownEvent,
+    ErrorCode::UnknownSeat,
+    ErrorCode::SoldOut,
+    ErrorCode::SeatsTaken,
+    ErrorCode::NoAdjacentSeats,
+    ErrorCode::BookingNotFound,
+    ErrorCode::NotYourHold,
+    ErrorCode::HoldExpired,
+    ErrorCode::BookingCancelled,
+    ErrorCode::Internal,
+];
+
+/// Where `code` stands in [`ERROR_CODES`]: an exhaustive match, so a new code
+/// cannot be forgotten there.
+const fn listed_at(code: ErrorCode) -> usize {
+    match code {
+        ErrorCode::UnknownKind => 0,
+        ErrorCode::PayloadTooLarge => 1,
+        ErrorCode::UnknownField => 2,
+        ErrorCode::MissingField => 3,
+        ErrorCode::WrongType => 4,
+        ErrorCode::PartyOutOfRange => 5,
+        ErrorCode::HoldTimeOutOfRange => 6,
+        ErrorCode::TooManySeats => 7,
+        ErrorCode::DuplicateSeat => 8,
+        ErrorCode::InvalidRequest => 9,
+        ErrorCode::UnknownEvent => 10,
+        ErrorCode::UnknownSeat => 11,
+        ErrorCode::SoldOut => 12,
+        ErrorCode::SeatsTaken => 13,
+        ErrorCode::NoAdjacentSeats => 14,
+        ErrorCode::BookingNotFound => 15,
+        ErrorCode::NotYourHold => 16,
+        ErrorCode::HoldExpired => 17,
+        ErrorCode::BookingCancelled => 18,
+        ErrorCode::Internal => 19,
+    }
+}
+
+const _: () = {
+    let mut i = 0;
+    while i < ERROR_CODES.len() {
+        assert!(listed_at(ERROR_CODES[i]) == i, "ERROR_CODES lists every error code once, in order");
+        i += 1;
+    }
+};
+
+/// `outcome` label values: `succeeded`, the error codes, `other`.
+const OUTCOMES: usize = ERROR_CODES.len() + 2;
+
+/// The `outcome` label of slot `i` (below [`OUTCOMES`]).
+fn outcome_label(i: usize) -> &'static str {
+    match i {
+        0 => "succeeded",
+        i if i <= ERROR_CODES.len() => ERROR_CODES[i - 1].as_str(),
+        _ => "other",
+    }
+}
+
+/// The slot of a `(kind, outcome)` pair among the `seatq_requests_total`
+/// handles, without allocating.
+fn slot(kind: &str, outcome: &str) -> usize {
+    let kind = KINDS.iter().position(|k| *k == kind).unwrap_or(KINDS.len() - 1);
+    let outcome = if outcome == "succeeded" {
+        0
+    } else {
+        ERROR_CODES.iter().position(|c| c.as_str() == outcome).map_or(OUTCOMES - 1, |i| i + 1)
+    };
+    kind * OUTCOMES + outcome
+}
+
+/// A counter [`Metrics::add`] adds to.
+pub trait Count {
+    /// Add `n` of the counter's unit.
+    fn count(&self, n: u64);
+}
+
+impl Count for IntCounter {
+    fn count(&self, n: u64) {
+        self.inc_by(n);
+    }
+}
+
+/// A counter of seconds, added to in microseconds.
+#[derive(Debug, Clone)]
+pub struct Micros(Counter);
+
+impl Count for Micros {
+    fn count(&self, us: u64) {
+        self.0.inc_by(us as f64 / 1e6);
+    }
+}
+
+/// The metrics of one worker, in a registry of its own.
+#[derive(Debug)]
 pub struct Metrics {
-    /// Finished requests by (kind, outcome).
-    requests: Mutex<BTreeMap<(String, String), u64>>,
-    latency: Mutex<Histogram>,
-    batch_sizes: Mutex<Histogram>,
-    pub contention_retries: AtomicU64,
-    pub requeued: AtomicU64,
-    pub batch_errors: AtomicU64,
-    pub seats_expired: AtomicU64,
-    pub holds_expired: AtomicU64,
-    pub pruned: AtomicU64,
-    pub heartbeats: AtomicU64,
-    /// Time batch loops spent waiting for a turn (`--max-active`), in
-    /// microseconds.
-    pub turn_wait_us: AtomicU64,
-    /// Unix time of the last heartbeat, in milliseconds.
-    pub last_heartbeat_ms: AtomicU64,
+    registry: Registry,
+    /// `seatq_requests_total`, one handle per (kind, outcome): see [`slot`].
+    requests: Vec<IntCounter>,
+    latency: Histogram,
+    batch_sizes: Histogram,
+    pub contention_retries: IntCounter,
+    pub requeued: IntCounter,
+    pub batch_errors: IntCounter,
+    pub seats_expired: IntCounter,
+    pub holds_expired: IntCounter,
+    pub pruned: IntCounter,
+    pub heartbeats: IntCounter,
+    /// Time batch loops spent waiting for a turn (`--max-active`), added in
+    /// microseconds, exposed in seconds.
+    pub turn_wait_us: Micros,
+    /// Unix time of the last heartbeat, in milliseconds (read at each scrape).
+    pub last_heartbeat_ms: Arc<AtomicU64>,
     /// The totals by status last counted, reused for [`TOTALS_EVERY`].
     totals: tokio::sync::Mutex<Totals>,
 }
@@ -81,148 +231,149 @@ pub struct QueueGauges {
     pub by_status: Option<Vec<(String, i64)>>,
 }
 
-#[derive(Debug, Default)]
-struct Histogram {
-    /// Count per bucket (not cumulative); one more than the bounds for +Inf.
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+impl QueueGauges {
+    /// The gauges of this scrape: whether the database answered, and what
+    /// it said (left out when it did not).
+    fn families(&self) -> prometheus::Result<Vec<MetricFamily>> {
+        let mut families = Vec::new();
+        let up =
+            IntGauge::new("seatq_database_up", "Whether the database answered this scrape's queue query in time.")?;
+        up.set(i64::from(self.up));
+        families.extend(up.collect());
+        if self.up {
+            let due = IntGauge::new("seatq_queue_due", "Queued requests due now.")?;
+            due.set(self.due);
+            let scheduled = IntGauge::new("seatq_queue_scheduled", "Queued requests scheduled for later.")?;
+            scheduled.set(self.scheduled);
+            let oldest = Gauge::new("seatq_queue_oldest_due_seconds", "Age of the oldest due request (0 when none).")?;
+            oldest.set(self.oldest_due_secs);
+            families.extend(due.collect().into_iter().chain(scheduled.collect()).chain(oldest.collect()));
+        }
+        if let Some(by_status) = &self.by_status {
+            let depth = IntGaugeVec::new(
+                Opts::new("seatq_queue_depth", "Requests in the queue table by status (counted at most every 10 s)."),
+                &["status"],
+            )?;
+            for (status, n) in by_status {
+                depth.get_metric_with_label_values(&[status])?.set(*n);
+            }
+            families.extend(depth.collect());
+        }
+        // A family without samples (no requests at all) is not written.
+        families.retain(|f| !f.get_metric().is_empty());
+        Ok(families)
+    }
 }
 
-impl Histogram {
-    fn observe(&mut self, bounds: &[f64], v: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; bounds.len() + 1];
-        }
-        let i = bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len());
-        self.counts[i] += 1;
-        self.sum += v;
-        self.count += 1;
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str, bounds: &[f64]) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, b) in bounds.iter().enumerate() {
-            cumulative += self.counts.get(i).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", self.sum, self.count);
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
     }
 }
 
-/// A poisoned lock only means a panic elsewhere mid-update; the counts are
-/// still usable.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Register `metric`, built from the constant definitions below; failing is
+/// a mistake in them (a bad or repeated name), which the tests catch.
+fn registered<M: Collector + Clone + 'static>(registry: &Registry, metric: prometheus::Result<M>) -> M {
+    let metric = metric.expect("a valid metric definition");
+    registry.register(Box::new(metric.clone())).expect("a metric name registered once");
+    metric
 }
 
 impl Metrics {
-    /// A finished request.
+    /// A worker's metrics, every handle registered in a registry of its own.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let r = &registry;
+        let by_outcome = registered(
+            r,
+            IntCounterVec::new(
+                Opts::new("seatq_requests_total", "Requests finished by this worker, by kind and outcome."),
+                &["kind", "outcome"],
+            ),
+        );
+        let requests = KINDS
+            .iter()
+            .flat_map(|kind| (0..OUTCOMES).map(move |o| (*kind, outcome_label(o))))
+            .map(|(kind, outcome)| by_outcome.with_label_values(&[kind, outcome]))
+            .collect();
+        let histogram = |name: &str, help: &str, buckets: &[f64]| {
+            registered(r, Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec())))
+        };
+        let counter = |name: &str, help: &str| registered(r, IntCounter::new(name, help));
+        let last_heartbeat_ms = Arc::new(AtomicU64::new(0));
+        let read = last_heartbeat_ms.clone();
+        registered(
+            r,
+            PullingGauge::new(
+                "seatq_worker_last_heartbeat_ms",
+                "Unix time of the last heartbeat, in milliseconds.",
+                Box::new(move || read.load(Ordering::Relaxed) as f64),
+            ),
+        );
+        Metrics {
+            requests,
+            latency: histogram(
+                "seatq_request_latency_seconds",
+                "Enqueue-to-outcome latency of requests finished by this worker.",
+                LATENCY_BUCKETS,
+            ),
+            batch_sizes: histogram("seatq_batch_size", "Requests claimed per batch.", BATCH_BUCKETS),
+            contention_retries: counter(
+                "seatq_contention_retries_total",
+                "Retries of requests that found seats locked.",
+            ),
+            requeued: counter("seatq_requests_requeued_total", "Requests put back in the queue for later."),
+            batch_errors: counter(
+                "seatq_batch_errors_total",
+                "Batches rolled back by a connection or database failure.",
+            ),
+            seats_expired: counter("seatq_seats_expired_total", "Held seats freed by the sweeper."),
+            holds_expired: counter("seatq_holds_expired_total", "Holds marked expired by the sweeper."),
+            pruned: counter("seatq_requests_pruned_total", "Finished requests deleted by retention."),
+            heartbeats: counter("seatq_worker_heartbeats_total", "Heartbeats written to seatq.workers."),
+            turn_wait_us: Micros(registered(
+                r,
+                Counter::new(
+                    "seatq_turn_wait_seconds_total",
+                    "Time batch loops spent waiting for a turn in a transaction (--max-active).",
+                ),
+            )),
+            last_heartbeat_ms,
+            totals: tokio::sync::Mutex::default(),
+            registry,
+        }
+    }
+
+    /// A finished request: atomic adds only.
     pub fn finished(&self, kind: &str, outcome: &str, latency_secs: f64) {
-        // Label values come from our own codes; a stored kind could be
-        // anything, so unknown kinds share one label.
-        let kind = if KINDS.contains(&kind) { kind } else { "unknown" };
-        *lock(&self.requests).entry((kind.to_string(), outcome.to_string())).or_default() += 1;
-        lock(&self.latency).observe(LATENCY_BUCKETS, latency_secs.max(0.0));
+        self.requests[slot(kind, outcome)].inc();
+        self.latency.observe(latency_secs.max(0.0));
     }
 
     /// A batch of `size` requests claimed.
     pub fn batch(&self, size: usize) {
-        lock(&self.batch_sizes).observe(BATCH_BUCKETS, size as f64);
+        self.batch_sizes.observe(size as f64);
     }
 
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+    /// Add `n` to `counter` (in its unit: see [`Count`]).
+    pub fn add(counter: &impl Count, n: u64) {
+        counter.count(n);
     }
 
     /// Finished requests of this kind and outcome so far.
     pub fn requests(&self, kind: &str, outcome: &str) -> u64 {
-        lock(&self.requests).get(&(kind.to_string(), outcome.to_string())).copied().unwrap_or(0)
+        self.requests[slot(kind, outcome)].get()
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, queue: &QueueGauges) -> String {
+    /// The Prometheus text exposition: this worker's metrics and the
+    /// scrape's view of the queue.
+    pub fn render(&self, queue: &QueueGauges) -> prometheus::Result<String> {
+        let mut families = self.registry.gather();
+        families.extend(queue.families()?);
+        families.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = String::new();
-        out.push_str("# HELP seatq_requests_total Requests finished by this worker, by kind and outcome.\n");
-        out.push_str("# TYPE seatq_requests_total counter\n");
-        for ((kind, outcome), n) in lock(&self.requests).iter() {
-            let _ = writeln!(out, "seatq_requests_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {n}");
-        }
-        lock(&self.latency).render(
-            &mut out,
-            "seatq_request_latency_seconds",
-            "Enqueue-to-outcome latency of requests finished by this worker.",
-            LATENCY_BUCKETS,
-        );
-        lock(&self.batch_sizes).render(&mut out, "seatq_batch_size", "Requests claimed per batch.", BATCH_BUCKETS);
-        let gauge = |out: &mut String, name: &str, help: &str, value: &dyn std::fmt::Display| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
-        };
-        gauge(
-            &mut out,
-            "seatq_database_up",
-            "Whether the database answered this scrape's queue query in time.",
-            &u8::from(queue.up),
-        );
-        if queue.up {
-            gauge(&mut out, "seatq_queue_due", "Queued requests due now.", &queue.due);
-            gauge(&mut out, "seatq_queue_scheduled", "Queued requests scheduled for later.", &queue.scheduled);
-            gauge(
-                &mut out,
-                "seatq_queue_oldest_due_seconds",
-                "Age of the oldest due request (0 when none).",
-                &queue.oldest_due_secs,
-            );
-        }
-        if let Some(by_status) = &queue.by_status {
-            out.push_str(
-                "# HELP seatq_queue_depth Requests in the queue table by status (counted at most every 10 s).\n\
-                 # TYPE seatq_queue_depth gauge\n",
-            );
-            for (status, n) in by_status {
-                let _ = writeln!(out, "seatq_queue_depth{{status=\"{status}\"}} {n}");
-            }
-        }
-        // Counters named `*_seconds_total` are kept in microseconds.
-        let counters: [(&str, &str, &AtomicU64); 9] = [
-            (
-                "seatq_contention_retries_total",
-                "Retries of requests that found seats locked.",
-                &self.contention_retries,
-            ),
-            ("seatq_requests_requeued_total", "Requests put back in the queue for later.", &self.requeued),
-            (
-                "seatq_batch_errors_total",
-                "Batches rolled back by a connection or database failure.",
-                &self.batch_errors,
-            ),
-            ("seatq_seats_expired_total", "Held seats freed by the sweeper.", &self.seats_expired),
-            ("seatq_holds_expired_total", "Holds marked expired by the sweeper.", &self.holds_expired),
-            ("seatq_requests_pruned_total", "Finished requests deleted by retention.", &self.pruned),
-            ("seatq_worker_heartbeats_total", "Heartbeats written to seatq.workers.", &self.heartbeats),
-            (
-                "seatq_turn_wait_seconds_total",
-                "Time batch loops spent waiting for a turn in a transaction (--max-active).",
-                &self.turn_wait_us,
-            ),
-            (
-                "seatq_worker_last_heartbeat_ms",
-                "Unix time of the last heartbeat, in milliseconds.",
-                &self.last_heartbeat_ms,
-            ),
-        ];
-        for (name, help, value) in counters {
-            let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
-            let value = value.load(Ordering::Relaxed);
-            let _ = if name.ends_with("_seconds_total") {
-                writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", value as f64 / 1e6)
-            } else {
-                writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}")
-            };
-        }
-        out
+        TextEncoder::new().encode_utf8(&families, &mut out)?;
+        Ok(out)
     }
 
     /// The queue as the database sees it now, bounded in time: see the
@@ -290,67 +441,186 @@ async fn bounded<T>(
     Ok(answer)
 }
 
-/// Serve `/metrics` and `/healthz` until cancelled. Each answer is bounded in
-/// time and abandoned at shutdown.
-pub async fn serve(listener: TcpListener, metrics: std::sync::Arc<Metrics>, pool: PgPool, shutdown: CancellationToken) {
-    loop {
-        let stream = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics: accept failed");
-                    continue;
-                }
-            },
-        };
-        let (metrics, pool, shutdown) = (metrics.clone(), pool.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                answered = tokio::time::timeout(Duration::from_secs(10), answer(stream, &metrics, &pool)) => {
-                    if let Err(e) = answered {
-                        tracing::debug!(error = %e, "metrics: request timed out");
-                    }
-                }
+/// What the HTTP handlers share.
+#[derive(Clone)]
+struct Served {
+    metrics: Arc<Metrics>,
+    pool: PgPool,
+    shutdown: CancellationToken,
+}
+
+/// Serve `/metrics` and `/healthz` until `shutdown` is cancelled: no new
+/// connections then, answers in progress end at once (503), and connections
+/// still open [`ABANDON_AFTER`] later (a client that never sent its
+/// request) are abandoned.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, pool: PgPool, shutdown: CancellationToken) {
+    let app = Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(get_only)
+        .layer(axum::middleware::map_response(close_after))
+        .with_state(Served { metrics, pool, shutdown: shutdown.clone() });
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    tokio::select! {
+        served = server => {
+            if let Err(e) = served {
+                tracing::warn!(error = %e, "metrics: the HTTP server failed");
             }
-        });
+        }
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(ABANDON_AFTER).await;
+        } => tracing::debug!("metrics: abandoning connections still open at shutdown"),
     }
 }
 
-async fn answer(mut stream: TcpStream, metrics: &Metrics, pool: &PgPool) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 4096];
-    let mut len = 0;
-    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
-        let n = stream.read(&mut buf[len..]).await?;
-        if n == 0 {
-            break;
-        }
-        len += n;
+/// Every answer closes its connection, as a scrape every few seconds can
+/// afford: a client may read an answer to the end of the stream, and no idle
+/// connection outlives the worker's shutdown.
+async fn close_after(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// `answer`, or 503 at once if the worker shuts down first.
+async fn unless_shut_down(shutdown: &CancellationToken, answer: impl Future<Output = Response>) -> Response {
+    tokio::select! {
+        response = answer => response,
+        () = shutdown.cancelled() => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
     }
-    let head = String::from_utf8_lossy(&buf[..len]);
-    let mut words = head.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, body) = match (method, path) {
-        ("GET", "/metrics") => {
-            let queue = metrics.queue_gauges(pool).await;
-            ("200 OK", metrics.render(&queue))
-        }
-        ("GET", "/healthz") => {
-            let ping = tokio::time::timeout(Duration::from_secs(2), sqlx::query(stats::PING).execute(pool)).await;
-            match ping {
-                Ok(Ok(_)) => ("200 OK", "ok\n".to_string()),
-                Ok(Err(e)) => ("503 Service Unavailable", format!("database: {e}\n")),
-                Err(_) => ("503 Service Unavailable", "database: no answer within 2s\n".to_string()),
+}
+
+async fn scrape(State(s): State<Served>) -> Response {
+    unless_shut_down(&s.shutdown, async {
+        let queue = s.metrics.queue_gauges(&s.pool).await;
+        match s.metrics.render(&queue) {
+            Ok(text) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response(),
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics: encoding failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the metrics: {e}\n")).into_response()
             }
         }
-        ("GET", _) => ("404 Not Found", "try /metrics or /healthz\n".to_string()),
-        _ => ("405 Method Not Allowed", "GET only\n".to_string()),
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
+    })
+    .await
+}
+
+/// 200 when the database answers within [`DB_WITHIN`], else 503.
+async fn health(State(s): State<Served>) -> Response {
+    unless_shut_down(&s.shutdown, async {
+        match tokio::time::timeout(DB_WITHIN, sqlx::query(stats::PING).execute(&s.pool)).await {
+            Ok(Ok(_)) => (StatusCode::OK, "ok\n".to_string()),
+            Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")),
+            Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: no answer within {DB_WITHIN:?}\n")),
+        }
+        .into_response()
+    })
+    .await
+}
+
+async fn not_found(method: Method) -> (StatusCode, &'static str) {
+    if method == Method::GET || method == Method::HEAD {
+        (StatusCode::NOT_FOUND, "try /metrics or /healthz\n")
+    } else {
+        get_only().await
+    }
+}
+
+async fn get_only() -> (StatusCode, &'static str) {
+    (StatusCode::METHOD_NOT_ALLOWED, "GET only\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_and_outcome_has_its_own_counter() {
+        let m = Metrics::new();
+        assert_eq!(m.requests.len(), KINDS.len() * OUTCOMES);
+        m.finished("book", "succeeded", 0.01);
+        m.finished("book", "sold_out", 0.02);
+        m.finished("cancel", "not_your_hold", 0.02);
+        m.finished("weird", "internal", 0.02);
+        m.finished("hold", "no_such_code", 0.02);
+        assert_eq!(m.requests("book", "succeeded"), 1);
+        assert_eq!(m.requests("book", "sold_out"), 1);
+        assert_eq!(m.requests("cancel", "not_your_hold"), 1);
+        assert_eq!(m.requests("unknown", "internal"), 1);
+        assert_eq!(m.requests("hold", "other"), 1);
+        assert_eq!(m.requests("hold", "succeeded"), 0);
+        for (i, code) in ERROR_CODES.iter().enumerate() {
+            assert_eq!(outcome_label(i + 1), code.as_str());
+        }
+    }
+
+    #[test]
+    fn the_exposition_keeps_every_name_type_and_format() {
+        let m = Metrics::new();
+        m.finished("book", "succeeded", 0.003);
+        m.batch(3);
+        Metrics::add(&m.heartbeats, 2);
+        Metrics::add(&m.turn_wait_us, 1_500_000);
+        m.last_heartbeat_ms.store(1_700_000_000_123, Ordering::Relaxed);
+        let queue = QueueGauges {
+            up: true,
+            due: 2,
+            scheduled: 1,
+            oldest_due_secs: 0.0,
+            by_status: Some(vec![("queued".into(), 3), ("succeeded".into(), 1)]),
+        };
+        let text = m.render(&queue).unwrap();
+        for line in [
+            "# TYPE seatq_requests_total counter",
+            "seatq_requests_total{kind=\"book\",outcome=\"succeeded\"} 1",
+            "seatq_requests_total{kind=\"book\",outcome=\"sold_out\"} 0",
+            "# TYPE seatq_request_latency_seconds histogram",
+            "seatq_request_latency_seconds_bucket{le=\"0.0025\"} 0",
+            "seatq_request_latency_seconds_bucket{le=\"0.005\"} 1",
+            "seatq_request_latency_seconds_bucket{le=\"+Inf\"} 1",
+            "seatq_request_latency_seconds_sum 0.003",
+            "seatq_request_latency_seconds_count 1",
+            "# TYPE seatq_batch_size histogram",
+            "seatq_batch_size_bucket{le=\"2\"} 0",
+            "seatq_batch_size_bucket{le=\"4\"} 1",
+            "seatq_batch_size_sum 3",
+            "# TYPE seatq_database_up gauge",
+            "seatq_database_up 1",
+            "seatq_queue_due 2",
+            "seatq_queue_scheduled 1",
+            "# TYPE seatq_queue_oldest_due_seconds gauge",
+            "seatq_queue_oldest_due_seconds 0",
+            "# TYPE seatq_queue_depth gauge",
+            "seatq_queue_depth{status=\"queued\"} 3",
+            "seatq_queue_depth{status=\"succeeded\"} 1",
+            "# TYPE seatq_contention_retries_total counter",
+            "seatq_contention_retries_total 0",
+            "# TYPE seatq_requests_requeued_total counter",
+            "# TYPE seatq_batch_errors_total counter",
+            "# TYPE seatq_seats_expired_total counter",
+            "# TYPE seatq_holds_expired_total counter",
+            "# TYPE seatq_requests_pruned_total counter",
+            "# TYPE seatq_worker_heartbeats_total counter",
+            "seatq_worker_heartbeats_total 2",
+            "# TYPE seatq_turn_wait_seconds_total counter",
+            "seatq_turn_wait_seconds_total 1.5",
+            "# TYPE seatq_worker_last_heartbeat_ms gauge",
+            "seatq_worker_last_heartbeat_ms 1700000000123",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        // The database did not answer: only the gauge that says so.
+        let text = m.render(&QueueGauges::default()).unwrap();
+        assert!(text.lines().any(|l| l == "seatq_database_up 0"), "{text}");
+        assert!(!text.contains("seatq_queue_"), "{text}");
+    }
+
+    #[test]
+    fn workers_in_one_process_count_apart() {
+        let (a, b) = (Metrics::new(), Metrics::default());
+        a.finished("hold", "succeeded", 0.1);
+        Metrics::add(&a.pruned, 5);
+        assert_eq!((a.requests("hold", "succeeded"), b.requests("hold", "succeeded")), (1, 0));
+        assert_eq!((a.pruned.get(), b.pruned.get()), (5, 0));
+    }
 }

@@ -38,3 +38,29 @@ fn refuses_a_retention_so_long_that_it_would_overflow() {
         assert!(stderr.contains("--retention-hours") && stderr.contains("0..=1000000"), "{stderr}");
     }
 }
+
+#[test]
+fn names_the_strategies_it_takes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_seatq-worker")).args(["--strategy", "fast"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("[possible values: skip-locked, blocking, nowait, serializable]"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_seatq-worker")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for line in ["- skip-locked:", "- blocking:", "- nowait:", "- serializable:", "[default: skip-locked]"] {
+        assert!(help.contains(line), "{line:?} missing from\n{help}");
+    }
+}
+
+#[test]
+fn prints_completions_and_its_manual_page() {
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_seatq-worker")).args(args).output().unwrap();
+    let out = run(&["completions", "bash"]);
+    assert!(out.status.success(), "{out:?}");
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("seatq-worker") && script.contains("--batch-size"), "{script}");
+    let out = run(&["man"]);
+    assert!(out.status.success(), "{out:?}");
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains(".TH seatq-worker 1") && page.contains("SEATQ_BATCH_SIZE"), "{page}");
+}

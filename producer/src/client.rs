@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::outcome::{RequestRecord, Status};
 use crate::request::Request;
+use crate::retry::Jitter;
 use crate::{Error, db, sql, validate};
 
 /// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
@@ -504,7 +505,7 @@ impl Retry {
             retry: *self,
             failing_since: None,
             attempt_started: Instant::now(),
-            next: self.first_delay,
+            delays: Jitter::at_most(self.first_delay, self.max_delay),
             retries: 0,
         }
     }
@@ -516,7 +517,8 @@ pub struct Backoff {
     retry: Retry,
     failing_since: Option<Instant>,
     attempt_started: Instant,
-    next: Duration,
+    /// The pauses of the current outage.
+    delays: Jitter,
     retries: u32,
 }
 
@@ -544,18 +546,17 @@ impl Backoff {
         // failing ends the previous outage: this is a new one.
         if now - self.attempt_started > self.retry.budget {
             self.failing_since = None;
-            self.next = self.retry.first_delay;
+            self.delays.reset();
         }
         let since = *self.failing_since.get_or_insert(now);
         let left = self.retry.budget.saturating_sub(now - since);
         if left.is_zero() {
             return false;
         }
-        let pause = self.next.mul_f64(0.5 + 0.5 * unit_random()).min(left);
+        let pause = self.delays.next_delay().min(left);
         self.retries += 1;
         tracing::warn!(retry = self.retries, in_ms = pause.as_millis() as u64, error = %why, "{message}");
         tokio::time::sleep(pause).await;
-        self.next = (self.next * 2).min(self.retry.max_delay);
         self.attempt_started = Instant::now();
         true
     }
@@ -576,11 +577,6 @@ fn random_u64() -> u64 {
     h.write_u128(now.as_nanos());
     h.write_u32(std::process::id());
     h.finish()
-}
-
-/// Uniform in [0, 1).
-fn unit_random() -> f64 {
-    (random_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn record(row: &PgRow) -> Result<RequestRecord, Error> {

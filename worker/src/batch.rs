@@ -379,7 +379,7 @@ fn transient(row: &Claimed, e: &str, retries: i32) -> Value {
         return json!({"id": row.id, "status": "dead", "error_code": ErrorCode::Internal.as_str(),
                       "error_message": message, "failed_attempt": true, "contended": retries});
     }
-    let delay = Jitter::nth(Duration::from_secs(1), Duration::from_secs(60), attempts as u32);
+    let delay = Jitter::failed_request(attempts as u32);
     tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
     json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
            "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})

@@ -361,10 +361,7 @@ struct Pauses {
 
 impl Pauses {
     fn new() -> Pauses {
-        Pauses {
-            errors: Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
-            contention: Jitter::contention(),
-        }
+        Pauses { errors: Jitter::failed_batch(), contention: Jitter::contention() }
     }
 
     /// After a serialization failure at commit. Short, since the transactions
@@ -381,7 +378,7 @@ impl Pauses {
 
     /// After a batch that committed.
     fn committed(&mut self) {
-        self.contention = Jitter::contention();
+        self.contention.reset();
     }
 }
 

@@ -200,7 +200,7 @@ async fn is_claimed(db: &TestDb, id: i64) -> bool {
     tx.rollback().await.unwrap();
     match probe {
         Ok(_) => false,
-        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03") => true,
+        Err(e) if seatq::sqlstate::is_lock_unavailable(&e) => true,
         Err(e) => panic!("probing request {id}: {e}"),
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
-use crate::Error;
+use crate::{Error, sqlstate};
 
 /// Used when `DATABASE_URL` is unset.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@localhost:5432/seatq";
@@ -61,32 +61,6 @@ pub async fn connect_pool(options: PgConnectOptions, pool: PgPoolOptions) -> Res
     pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))
 }
 
-/// Whether `error` may go away by itself (the server is down, starting up,
-/// restarting, out of connections; a lock or a serialization conflict while
-/// migrating), so that connecting again later makes sense. A bad URL, a
-/// refused login, a database that does not exist and cannot be created, or a
-/// failed migration is not transient: retrying would not help.
-pub fn is_transient(error: &Error) -> bool {
-    use sqlx::migrate::MigrateError;
-    match error {
-        Error::Unreachable { source, .. } | Error::Db(source) => transient(source),
-        Error::Migrate(MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _)) => transient(source),
-        _ => false,
-    }
-}
-
-/// A connection-level failure (see [`Error::is_connection_error`]), or one
-/// that only delays a start: too many connections or another resource short
-/// (53), an idle session timeout (57P05), or a conflict with another process
-/// migrating at the same time (40001, 40P01, 55P03 under `lock_timeout`).
-fn transient(error: &sqlx::Error) -> bool {
-    crate::error::connection_level(error)
-        || error
-            .as_database_error()
-            .and_then(|e| e.code())
-            .is_some_and(|code| code.starts_with("53") || ["57P05", "40001", "40P01", "55P03"].contains(&code.as_ref()))
-}
-
 /// Apply the migrations in `migrations/` unless all are applied already
 /// (concurrent callers are serialised by sqlx with an advisory lock). A
 /// least-privilege role can connect to a current schema; only applying a
@@ -127,8 +101,7 @@ async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Resul
         Ok(conn) => return Ok(conn),
         Err(err) => err,
     };
-    let missing = err.as_database_error().and_then(|e| e.code()).is_some_and(|c| c == "3D000");
-    if !missing {
+    if !sqlstate::is_missing_database(&err) {
         return Err(unreachable(options, err));
     }
     let name = options.get_database().unwrap_or("postgres").to_string();
@@ -139,11 +112,10 @@ async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Resul
     let create = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
     match sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut admin).await {
         Ok(_) => tracing::info!(database = %name, "created database"),
-        // Another process created it first (42P04; 23505 when both were
-        // creating it at the same moment).
-        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42P04" || c == "23505") => {}
+        // Another process created it first.
+        Err(e) if sqlstate::is_database_created_meanwhile(&e) => {}
         // Say which database and why, rather than a bare "permission denied".
-        Err(e) if !transient(&e) => {
+        Err(e) if !sqlstate::is_transient(&e) => {
             return Err(Error::Db(sqlx::Error::Configuration(
                 format!("database \"{name}\" does not exist and cannot be created: {e}").into(),
             )));

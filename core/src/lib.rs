@@ -15,6 +15,7 @@
 //! - [`db`]: connecting, with zero-configuration start and migrations, and
 //!   creating and dropping databases;
 //! - [`retry`]: jittered exponential backoff;
+//! - [`sqlstate`]: what a database error's SQLSTATE means to seatq;
 //! - [`sql`]: the statements producers and workers both run.
 
 pub mod db;
@@ -23,6 +24,7 @@ pub mod outcome;
 pub mod request;
 pub mod retry;
 pub mod sql;
+pub mod sqlstate;
 pub mod validate;
 
 pub use error::Error;

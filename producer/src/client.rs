@@ -225,7 +225,7 @@ impl Client {
         let xid: String = sqlx::query_scalar(sql::queue::CURRENT_XACT_ID).fetch_one(&mut *tx).await.map_err(failed)?;
         match tx.commit().await {
             Ok(()) => Ok(ids),
-            Err(source) if crate::error::connection_level(&source) => {
+            Err(source) if crate::sqlstate::is_connection_level(&source) => {
                 Err(Attempt::CommitLost(LostCommit { xid, ids, source }))
             }
             // The server answered: it did not commit.

@@ -11,6 +11,7 @@ use crate::sql::{allocation, bookings};
 use chrono::{DateTime, Utc};
 use seatq_core::outcome::{BookingResult, ErrorCode, SeatInfo};
 use seatq_core::request::{BookingRef, Request, SeatRequest};
+use seatq_core::sqlstate::{self, is_lock_unavailable};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
@@ -33,9 +34,9 @@ pub enum ProcessError {
 }
 
 impl ProcessError {
-    /// Contention rather than a fault (see [`is_contention`]).
+    /// Contention rather than a fault (see [`sqlstate::is_contention`]).
     pub fn is_contention(&self) -> bool {
-        matches!(self, ProcessError::Db(e) if is_contention(e))
+        matches!(self, ProcessError::Db(e) if sqlstate::is_contention(e))
     }
 }
 
@@ -352,17 +353,6 @@ async fn booking_result(conn: &mut PgConnection, b: &Booking, state: &str) -> Re
         total_cents: b.total_cents,
         held_until: None,
     }))
-}
-
-/// SQLSTATE 55P03: a NOWAIT lock (or `lock_timeout`) found the row locked.
-pub fn is_lock_unavailable(e: &sqlx::Error) -> bool {
-    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03")
-}
-
-/// Errors that mean "others got there first; try again": a lock not
-/// available (55P03), a serialization failure (40001), a deadlock (40P01).
-pub fn is_contention(e: &sqlx::Error) -> bool {
-    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| matches!(&*c, "55P03" | "40001" | "40P01"))
 }
 
 fn list(seats: &[i32]) -> String {

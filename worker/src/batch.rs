@@ -311,7 +311,7 @@ async fn allocate_run(
             add(decisions, outcomes, report);
             Ok(true)
         }
-        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => {
+        Err(e) if e.is_contention() => {
             // A NOWAIT lock or a serialization failure: every one of them
             // tries again.
             savepoint.rollback().await?;
@@ -344,7 +344,7 @@ fn outcome(
         Ok(Decision::Reject(code, message)) => Some(failed(row.id, code.as_str(), &message, retries)),
         // Contended, or lock_timeout (the safety net) fired: not a failure.
         Ok(Decision::Contended) => contended(row, claim, retries, report),
-        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => contended(row, claim, retries, report),
+        Err(e) if e.is_contention() => contended(row, claim, retries, report),
         Err(e) => Some(transient(row, &e.to_string(), retries)),
     }
 }

@@ -71,7 +71,7 @@ impl Worker {
                     }
                     return Ok(Worker::new(pool, config));
                 }
-                Err(e) if seatq_core::db::is_transient(&e) => {
+                Err(e) if e.is_transient() => {
                     attempts += 1;
                     let delay = backoff.next_delay();
                     // The cause, without the how-to-get-a-server paragraph.

@@ -11,6 +11,7 @@
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
 //! - [`allocate`]: one request's seat changes under its own savepoint (named
 //!   and adjacent seats, confirm, cancel);
+//! - [`periodic`]: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - [`registry`]: registration and heartbeats in `seatq.workers`;
 //! - [`retention`]: pruning of old finished requests;
@@ -25,6 +26,7 @@ pub mod batch;
 pub mod cheapest;
 pub mod fault;
 pub mod metrics;
+pub mod periodic;
 pub mod registry;
 pub mod retention;
 pub mod sql;

@@ -1,4 +1,5 @@
-//! Connecting: zero-configuration start, database creation and migrations.
+//! Connecting: zero-configuration start, database creation and migrations;
+//! creating and dropping databases.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -105,13 +106,9 @@ async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Resul
         return Err(unreachable(options, err));
     }
     let name = options.get_database().unwrap_or("postgres").to_string();
-    let admin = options.clone().database("postgres");
-    let mut admin = bounded(within, admin.connect()).await.map_err(|e| unreachable(options, e))?;
-    // CREATE DATABASE takes no parameters; the name comes from the operator's
-    // own configuration and is quoted as an identifier.
-    let create = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
-    match sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut admin).await {
-        Ok(_) => tracing::info!(database = %name, "created database"),
+    let mut conn = bounded(within, admin(options)).await.map_err(|e| unreachable(options, e))?;
+    match create_database(&mut conn, &name, None).await {
+        Ok(()) => tracing::info!(database = %name, "created database"),
         // Another process created it first.
         Err(e) if sqlstate::is_database_created_meanwhile(&e) => {}
         // Say which database and why, rather than a bare "permission denied".
@@ -122,8 +119,39 @@ async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Resul
         }
         Err(e) => return Err(Error::Db(e)),
     }
-    let _ = sqlx::Connection::close(admin).await;
+    let _ = sqlx::Connection::close(conn).await;
     bounded(within, options.connect()).await.map_err(|e| unreachable(options, e))
+}
+
+/// A connection to the server's own `postgres` database, with `options`'
+/// server, user and other settings: to create and drop databases.
+pub async fn admin(options: &PgConnectOptions) -> Result<PgConnection, sqlx::Error> {
+    options.clone().database("postgres").connect().await
+}
+
+/// Create database `name` on `admin`'s server, a copy of database
+/// `template` if one is given.
+pub async fn create_database(admin: &mut PgConnection, name: &str, template: Option<&str>) -> Result<(), sqlx::Error> {
+    let mut create = format!("CREATE DATABASE {}", quote_identifier(name));
+    if let Some(template) = template {
+        create.push_str(&format!(" TEMPLATE {}", quote_identifier(template)));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(admin).await.map(|_| ())
+}
+
+/// Drop database `name` on `admin`'s server if it exists, whoever is
+/// connected to it (their sessions are ended).
+pub async fn drop_database(admin: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_identifier(name));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop)).execute(admin).await.map(|_| ())
+}
+
+/// `name` as an SQL identifier: CREATE and DROP DATABASE take no bound
+/// parameters, so a database's name (from the operator's own configuration)
+/// is written into the statement, in double quotes, with any double quote in
+/// it doubled.
+fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// A connection attempt that gives up after `within` (a server that does not
@@ -150,6 +178,12 @@ fn unreachable(options: &PgConnectOptions, source: sqlx::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_identifier("seatq"), "\"seatq\"");
+        assert_eq!(quote_identifier("a\"; DROP DATABASE x; --"), "\"a\"\"; DROP DATABASE x; --\"");
+    }
 
     #[test]
     fn url_for_changes_only_the_database() {

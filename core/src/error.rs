@@ -1,5 +1,21 @@
-use crate::request::RequestError;
+use crate::outcome::ErrorCode;
 use crate::sqlstate;
+
+/// Why a request was refused: a stable code and a message that names the
+/// field at fault (see [`crate::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RequestError {
+    /// The stable error code recorded on a failed request.
+    pub fn code(&self) -> &'static str {
+        self.code.as_str()
+    }
+}
 
 /// Everything the client library can fail with.
 ///

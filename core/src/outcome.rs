@@ -38,7 +38,7 @@ pub struct SeatInfo {
 pub enum ErrorCode {
     /// The kind is not hold, book, confirm or cancel.
     UnknownKind,
-    /// The payload is larger than `validate::MAX_PAYLOAD_BYTES`.
+    /// The payload is larger than `limits::MAX_PAYLOAD_BYTES`.
     PayloadTooLarge,
     /// The payload has a field the kind does not take (a typo, or `hold_seconds` on a book).
     UnknownField,

@@ -5,52 +5,22 @@
 //! request at a time. Every lock is taken with SKIP LOCKED or NOWAIT: a
 //! worker never waits on a row lock.
 
-use std::collections::HashMap;
-
 use crate::sql::{allocation, bookings};
-use chrono::{DateTime, Utc};
 use seatq_core::outcome::{BookingResult, ErrorCode, SeatInfo};
 use seatq_core::request::{BookingRef, Request, SeatRequest};
-use seatq_core::sqlstate::{self, is_lock_unavailable};
+use seatq_core::sqlstate::is_lock_unavailable;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
 use crate::Strategy;
 use crate::cheapest::{self, Wanted};
+use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
+use crate::grant::{Grant, take_seats};
 
 /// How many adjacent blocks a `together` request tries to lock before it
 /// counts as contended.
 const BLOCKS_TRIED: i64 = 16;
-
-/// Why processing a request (or a batch) failed unexpectedly.
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
-    /// A broken expectation (a bug), an injected fault, or a caught panic.
-    #[error("{0}")]
-    Internal(String),
-}
-
-impl ProcessError {
-    /// Contention rather than a fault (see [`sqlstate::is_contention`]).
-    pub fn is_contention(&self) -> bool {
-        matches!(self, ProcessError::Db(e) if sqlstate::is_contention(e))
-    }
-}
-
-/// What became of one request. The caller commits the request's savepoint
-/// for `Done` and rolls it back otherwise.
-#[derive(Debug)]
-pub enum Decision {
-    /// Seats changed as the result says.
-    Done(BookingResult),
-    /// A final answer with a stable error code.
-    Reject(ErrorCode, String),
-    /// Seats it needs are locked by in-flight transactions: try again later.
-    Contended,
-}
 
 /// Process one decoded request. `request_id` is recorded on a new booking.
 pub async fn process(
@@ -87,17 +57,6 @@ enum Locked {
     No(Decision),
 }
 
-/// Seats granted to one request, to be taken (with others) by [`take_seats`].
-#[derive(Debug)]
-pub struct Grant<'a> {
-    pub request_id: i64,
-    pub request: &'a SeatRequest,
-    /// Hold for this long; `None` books.
-    pub hold_secs: Option<u32>,
-    /// Locked by this transaction, in seat-number order.
-    pub seats: Vec<SeatInfo>,
-}
-
 /// Named or adjacent seats: hold (`hold_secs` set) or book them.
 async fn take(
     conn: &mut PgConnection,
@@ -118,56 +77,6 @@ async fn take(
     let grant = Grant { request_id, request: r, hold_secs, seats };
     let mut bookings = take_seats(conn, std::slice::from_ref(&grant)).await?;
     bookings.pop().map(Decision::Done).ok_or_else(|| ProcessError::Internal("no booking was made".into()))
-}
-
-/// Create the bookings and take their (locked) seats, in one statement.
-/// Returns the bookings in the order of `grants`.
-pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Vec<BookingResult>, ProcessError> {
-    let seat_count: usize = grants.iter().map(|g| g.seats.len()).sum();
-    let (mut seat_requests, mut seat_numbers) = (Vec::with_capacity(seat_count), Vec::with_capacity(seat_count));
-    for g in grants {
-        for s in &g.seats {
-            seat_requests.push(g.request_id);
-            seat_numbers.push(s.seat);
-        }
-    }
-    let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
-    let state = |g: &Grant| if g.hold_secs.is_some() { "held" } else { "booked" };
-    let rows: Vec<(i64, i64, Option<DateTime<Utc>>, i64)> = sqlx::query_as(allocation::TAKE_SEATS)
-        .bind(grants.iter().map(|g| g.request_id).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.request.event).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.request.customer.as_str()).collect::<Vec<_>>())
-        .bind(grants.iter().map(state).collect::<Vec<_>>())
-        .bind(grants.iter().map(total).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect::<Vec<_>>())
-        .bind(seat_requests)
-        .bind(seat_numbers)
-        .fetch_all(&mut *conn)
-        .await?;
-    let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =
-        rows.into_iter().map(|(request, booking, until, taken)| (request, (booking, until, taken))).collect();
-    grants
-        .iter()
-        .map(|g| {
-            let &(booking, held_until, taken) = made
-                .get(&g.request_id)
-                .ok_or_else(|| ProcessError::Internal(format!("no booking was made for request {}", g.request_id)))?;
-            // The seats were locked a moment ago; anything else is a bug, and
-            // the caller rolls back.
-            if taken != g.seats.len() as i64 {
-                return Err(ProcessError::Internal(format!("locked {} seats but changed {taken}", g.seats.len())));
-            }
-            Ok(BookingResult {
-                booking,
-                event: g.request.event,
-                customer: g.request.customer.clone(),
-                state: state(g).to_string(),
-                seats: g.seats.clone(),
-                total_cents: total(g),
-                held_until,
-            })
-        })
-        .collect()
 }
 
 /// Named seats: all of them, or `seats_taken`. Locked with NOWAIT: a seat

@@ -19,8 +19,9 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
-use crate::allocate::{self, Decision, ProcessError};
+use crate::allocate;
 use crate::cheapest::{self, Wanted};
+use crate::decision::{Decision, ProcessError};
 use crate::fault;
 use crate::metrics::Metrics;
 use crate::wake::Wake;

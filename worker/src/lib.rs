@@ -11,6 +11,8 @@
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
 //! - [`allocate`]: one request's seat changes under its own savepoint (named
 //!   and adjacent seats, confirm, cancel);
+//! - [`decision`]: what processing a request comes to;
+//! - [`grant`]: seats granted to requests, made into bookings;
 //! - [`periodic`]: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - [`registry`]: registration and heartbeats in `seatq.workers`;
@@ -24,7 +26,9 @@
 pub mod allocate;
 pub mod batch;
 pub mod cheapest;
+pub mod decision;
 pub mod fault;
+pub mod grant;
 pub mod metrics;
 pub mod periodic;
 pub mod registry;

@@ -12,8 +12,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::allocate::ProcessError;
 use crate::batch::{self, Claim};
+use crate::decision::ProcessError;
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
 use crate::wake::Wake;

@@ -179,3 +179,41 @@ impl RequestRecord {
         self.result.as_ref().and_then(|v| BookingResult::deserialize(v).ok())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialised_codes_are_the_stored_ones() {
+        use ErrorCode::*;
+        let all = [
+            UnknownKind,
+            PayloadTooLarge,
+            UnknownField,
+            MissingField,
+            WrongType,
+            PartyOutOfRange,
+            HoldTimeOutOfRange,
+            TooManySeats,
+            DuplicateSeat,
+            InvalidRequest,
+            UnknownEvent,
+            UnknownSeat,
+            SoldOut,
+            SeatsTaken,
+            NoAdjacentSeats,
+            BookingNotFound,
+            NotYourHold,
+            HoldExpired,
+            BookingCancelled,
+            Internal,
+        ];
+        for code in all {
+            assert_eq!(serde_json::to_value(code).expect("JSON"), code.as_str(), "{code:?}");
+        }
+        for status in [Status::Queued, Status::Succeeded, Status::Failed, Status::Dead] {
+            assert_eq!(serde_json::to_value(status).expect("JSON"), status.as_str(), "{status:?}");
+        }
+    }
+}

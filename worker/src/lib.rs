@@ -7,6 +7,7 @@
 //!   poll, the sweeper, graceful shutdown;
 //! - [`wake`]: which loop claims next, and when a claim would find nothing;
 //! - [`batch`]: one claim-process-record transaction;
+//! - [`record`]: the outcome a batch records for each request;
 //! - [`cheapest`]: cheapest-first holds and bookings for a whole batch in a
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
 //! - [`allocate`]: one request's seat changes under its own savepoint (named
@@ -31,6 +32,7 @@ pub mod fault;
 pub mod grant;
 pub mod metrics;
 pub mod periodic;
+pub mod record;
 pub mod registry;
 pub mod retention;
 pub mod sql;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::sql;
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
-use seatq::Client;
+use seatq::{BookingState, Client};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::Connection as _;
@@ -233,8 +233,8 @@ pub async fn run(
     let holds_expired = match &checkout {
         Some(_) => {
             tokio::time::sleep(Duration::from_secs(u64::from(plan.hold_secs) + 2)).await;
-            let states: Vec<(String, i64)> = sqlx::query_as(sql::BOOKINGS_BY_STATE).fetch_all(&pool).await?;
-            Some(states.iter().find(|(s, _)| s == "expired").map_or(0, |(_, n)| *n))
+            let states: Vec<(BookingState, i64)> = sqlx::query_as(sql::BOOKINGS_BY_STATE).fetch_all(&pool).await?;
+            Some(states.iter().find(|(s, _)| *s == BookingState::Expired).map_or(0, |(_, n)| *n))
         }
         None => None,
     };

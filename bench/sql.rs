@@ -93,4 +93,4 @@ SELECT (SELECT count(*) FROM seatq.seats
         WHERE state = 'booked' OR (state = 'held' AND held_until > now())) AS granted";
 
 /// Bookings by state.
-pub const BOOKINGS_BY_STATE: &str = "SELECT state::text, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";
+pub const BOOKINGS_BY_STATE: &str = "SELECT state, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";

@@ -30,7 +30,7 @@ pub mod sqlstate;
 pub mod validate;
 
 pub use error::{Error, RequestError};
-pub use outcome::{BookingResult, ErrorCode, RequestRecord, SeatInfo, Status};
+pub use outcome::{BookingResult, BookingState, ErrorCode, RequestRecord, SeatInfo, SeatState, Status};
 pub use request::{BookingRef, Request, SeatRequest};
 
 /// A worker whose last heartbeat is older than this is dead: `seatq workers`

@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
-use crate::outcome::{RequestRecord, Status};
+use crate::outcome::RequestRecord;
 use crate::request::Request;
 use crate::retry::Jitter;
 use crate::{Error, db, sql, validate};
@@ -260,8 +259,8 @@ impl Client {
 
     /// The request as it stands now.
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
-        let row = sqlx::query(sql::queue::GET_REQUEST).bind(id).fetch_optional(&self.pool).await?;
-        row.map(|r| record(&r)).transpose()?.ok_or(Error::NotFound(id))
+        let record = sqlx::query_as(sql::queue::GET_REQUEST).bind(id).fetch_optional(&self.pool).await?;
+        record.ok_or(Error::NotFound(id))
     }
 
     /// Wait until the request is finished, woken by NOTIFY with a fallback
@@ -577,26 +576,4 @@ fn random_u64() -> u64 {
     h.write_u128(now.as_nanos());
     h.write_u32(std::process::id());
     h.finish()
-}
-
-fn record(row: &PgRow) -> Result<RequestRecord, Error> {
-    let status: String = row.try_get("status")?;
-    Ok(RequestRecord {
-        id: row.try_get("id")?,
-        kind: row.try_get("kind")?,
-        payload: row.try_get("payload")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        priority: row.try_get("priority")?,
-        status: Status::parse(&status)
-            .ok_or_else(|| Error::Db(sqlx::Error::Decode(format!("unknown request status {status:?}").into())))?,
-        attempts: row.try_get("attempts")?,
-        contention_retries: row.try_get("contention_retries")?,
-        run_at: row.try_get("run_at")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        finished_at: row.try_get("finished_at")?,
-        result: row.try_get("result")?,
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-    })
 }

@@ -6,7 +6,7 @@
 //! worker never waits on a row lock.
 
 use crate::sql::{allocation, bookings};
-use seatq_core::outcome::{BookingResult, ErrorCode, SeatInfo};
+use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatInfo, SeatState};
 use seatq_core::request::{BookingRef, Request, SeatRequest};
 use seatq_core::sqlstate::is_lock_unavailable;
 use sqlx::postgres::PgConnection;
@@ -152,7 +152,7 @@ struct Booking {
     id: i64,
     event: i64,
     customer: String,
-    state: String,
+    state: BookingState,
     seats: Vec<i32>,
     total_cents: i64,
     held_until: Option<chrono::DateTime<chrono::Utc>>,
@@ -185,7 +185,7 @@ async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Bo
             format!("booking {} belongs to another customer", r.booking),
         )));
     }
-    if booking.state == "expired" || booking.lapsed {
+    if booking.state == BookingState::Expired || booking.lapsed {
         let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
         return Ok(Err(Decision::Reject(
             ErrorCode::HoldExpired,
@@ -198,7 +198,7 @@ async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Bo
 /// Lock the seats the booking owns in `state`; `None` if another transaction
 /// holds one of them. Fewer than the booking lists means the hold lapsed and
 /// someone else took a seat.
-async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Option<usize>, ProcessError> {
+async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: SeatState) -> Result<Option<usize>, ProcessError> {
     match sqlx::query_as::<_, (i32, bool)>(bookings::LOCK_BOOKING_SEATS)
         .bind(b.id)
         .bind(b.event)
@@ -218,14 +218,14 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
-    match b.state.as_str() {
-        "booked" => return booking_result(conn, &b, "booked").await,
-        "cancelled" => {
+    match b.state {
+        BookingState::Booked => return booking_result(conn, &b, BookingState::Booked).await,
+        BookingState::Cancelled => {
             return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
         }
-        _ => {}
+        BookingState::Held | BookingState::Expired => {}
     }
-    match lock_seats_of(conn, &b, "held").await? {
+    match lock_seats_of(conn, &b, SeatState::Held).await? {
         None => return Ok(Decision::Contended),
         Some(n) if n != b.seats.len() => {
             return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
@@ -233,7 +233,7 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
         Some(_) => {}
     }
     sqlx::query(bookings::CONFIRM).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
-    booking_result(conn, &b, "booked").await
+    booking_result(conn, &b, BookingState::Booked).await
 }
 
 async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
@@ -241,23 +241,27 @@ async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pro
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
-    if b.state == "cancelled" {
-        return booking_result(conn, &b, "cancelled").await;
+    if b.state == BookingState::Cancelled {
+        return booking_result(conn, &b, BookingState::Cancelled).await;
     }
-    if lock_seats_of(conn, &b, &b.state).await?.is_none() {
+    // Live (lock_owned turned an expired one away), so it owns its seats.
+    let Some(seats) = b.state.seats() else {
+        return Err(ProcessError::Internal(format!("booking {} is {} and owns no seats", b.id, b.state)));
+    };
+    if lock_seats_of(conn, &b, seats).await?.is_none() {
         return Ok(Decision::Contended);
     }
     sqlx::query(bookings::CANCEL).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
-    booking_result(conn, &b, "cancelled").await
+    booking_result(conn, &b, BookingState::Cancelled).await
 }
 
-async fn booking_result(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Decision, ProcessError> {
+async fn booking_result(conn: &mut PgConnection, b: &Booking, state: BookingState) -> Result<Decision, ProcessError> {
     let seats = sqlx::query_as(bookings::SEAT_DETAILS).bind(b.event).bind(&b.seats).fetch_all(&mut *conn).await?;
     Ok(Decision::Done(BookingResult {
         booking: b.id,
         event: b.event,
         customer: b.customer.clone(),
-        state: state.to_string(),
+        state,
         seats,
         total_cents: b.total_cents,
         held_until: None,

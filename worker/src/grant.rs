@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use seatq_core::outcome::{BookingResult, SeatInfo};
+use seatq_core::outcome::{BookingResult, BookingState, SeatInfo};
 use seatq_core::request::SeatRequest;
 use sqlx::postgres::PgConnection;
 
@@ -34,7 +34,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         }
     }
     let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
-    let state = |g: &Grant| if g.hold_secs.is_some() { "held" } else { "booked" };
+    let state = |g: &Grant| if g.hold_secs.is_some() { BookingState::Held } else { BookingState::Booked };
     let rows: Vec<(i64, i64, Option<DateTime<Utc>>, i64)> = sqlx::query_as(allocation::TAKE_SEATS)
         .bind(grants.iter().map(|g| g.request_id).collect::<Vec<_>>())
         .bind(grants.iter().map(|g| g.request.event).collect::<Vec<_>>())
@@ -63,7 +63,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
                 booking,
                 event: g.request.event,
                 customer: g.request.customer.clone(),
-                state: state(g).to_string(),
+                state: state(g),
                 seats: g.seats.clone(),
                 total_cents: total(g),
                 held_until,

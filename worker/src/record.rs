@@ -99,6 +99,7 @@ fn millis(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seatq_core::outcome::BookingState;
     use serde_json::json;
 
     #[test]
@@ -108,7 +109,7 @@ mod tests {
             booking: 5,
             event: 1,
             customer: "ann".into(),
-            state: "held".into(),
+            state: BookingState::Held,
             seats: Vec::new(),
             total_cents: 0,
             held_until: None,

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use crate::sql;
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
-use seatq::Client;
+use seatq::{BookingState, Client};
 use serde::Serialize;
 use serde_json::Value;
+use sqlx::Connection as _;
 use sqlx::PgPool;
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::procs::{self, Launch, Workers};
 use crate::scenario::{self, Scenario};
@@ -130,13 +131,12 @@ pub async fn run(
     log_dir: &Path,
 ) -> anyhow::Result<Measured> {
     let worker_bin = procs::worker_binary()?;
-    drop_database(server, db_name).await?;
-    let admin = admin_pool(server).await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{db_name}\" TEMPLATE \"{template}\"")))
-        .execute(&admin)
+    let mut admin = server.admin().await?;
+    seatq::db::drop_database(&mut admin, db_name).await?;
+    seatq::db::create_database(&mut admin, db_name, Some(template))
         .await
         .with_context(|| format!("copying {template}"))?;
-    admin.close().await;
+    admin.close().await?;
     let url = server.url(db_name)?;
     let client = Client::connect(&url).await.with_context(|| format!("connecting to {db_name}"))?;
     let pool = client.pool().clone();
@@ -233,8 +233,8 @@ pub async fn run(
     let holds_expired = match &checkout {
         Some(_) => {
             tokio::time::sleep(Duration::from_secs(u64::from(plan.hold_secs) + 2)).await;
-            let states: Vec<(String, i64)> = sqlx::query_as(sql::BOOKINGS_BY_STATE).fetch_all(&pool).await?;
-            Some(states.iter().find(|(s, _)| s == "expired").map_or(0, |(_, n)| *n))
+            let states: Vec<(BookingState, i64)> = sqlx::query_as(sql::BOOKINGS_BY_STATE).fetch_all(&pool).await?;
+            Some(states.iter().find(|(s, _)| *s == BookingState::Expired).map_or(0, |(_, n)| *n))
         }
         None => None,
     };
@@ -432,32 +432,20 @@ async fn wait_for_workers(pool: &PgPool, workers: &mut Workers, n: usize, log: &
     }
 }
 
-/// Drop and create a database. Its name is the benchmark's own (letters,
-/// digits and underscores), quoted as an identifier.
+/// Drop and create a database.
 async fn recreate_database(server: &Server, name: &str) -> anyhow::Result<()> {
-    drop_database(server, name).await?;
-    let admin = admin_pool(server).await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
-    admin.close().await;
+    let mut admin = server.admin().await?;
+    seatq::db::drop_database(&mut admin, name).await?;
+    seatq::db::create_database(&mut admin, name, None).await?;
+    admin.close().await?;
     Ok(())
 }
 
 async fn drop_database(server: &Server, name: &str) -> anyhow::Result<()> {
-    let admin = admin_pool(server).await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
-        .execute(&admin)
-        .await?;
-    admin.close().await;
+    let mut admin = server.admin().await?;
+    seatq::db::drop_database(&mut admin, name).await?;
+    admin.close().await?;
     Ok(())
-}
-
-async fn admin_pool(server: &Server) -> anyhow::Result<PgPool> {
-    let options = server.options.clone().database("postgres");
-    sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .context("connecting to the server's postgres database to create the benchmark's database")
 }
 
 /// The server to benchmark on, as the user gave it.
@@ -469,6 +457,14 @@ pub struct Server {
 impl Server {
     pub fn new(url: &str) -> anyhow::Result<Server> {
         Ok(Server { url: url.to_string(), options: seatq::db::options(url)? })
+    }
+
+    /// A connection to the server's `postgres` database, to create and drop
+    /// the benchmark's databases.
+    async fn admin(&self) -> anyhow::Result<PgConnection> {
+        seatq::db::admin(&self.options)
+            .await
+            .context("connecting to the server's postgres database to create the benchmark's database")
     }
 
     /// The user's URL with database `db`, for the benchmark's clients and

@@ -93,4 +93,4 @@ SELECT (SELECT count(*) FROM seatq.seats
         WHERE seatq.is_live(state, held_until)) AS granted";
 
 /// Bookings by state.
-pub const BOOKINGS_BY_STATE: &str = "SELECT state::text, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";
+pub const BOOKINGS_BY_STATE: &str = "SELECT state, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";

@@ -78,7 +78,7 @@ async fn run() -> anyhow::Result<bool> {
     let mut abandoned = Vec::new();
     for id in &all_ids {
         let r = client.status(*id).await?;
-        let Some(b) = r.booking().filter(|b| b.state == "held") else {
+        let Some(b) = r.booking().filter(|b| b.state == seatq::BookingState::Held) else {
             continue;
         };
         let own = BookingRef { booking: b.booking, customer: b.customer.clone() };

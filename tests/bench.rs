@@ -86,5 +86,5 @@ async fn assert_kept(name: &str, requests: i64) {
     assert_eq!((all, finished), (requests, requests), "{name}: requests, finished");
     conn.close().await.expect("close");
     let mut admin = common::admin().await.expect("connect to postgres");
-    common::drop_database(&mut admin, &name).await.expect("drop the kept database");
+    seatq::db::drop_database(&mut admin, &name).await.expect("drop the kept database");
 }

@@ -4,7 +4,7 @@ mod common;
 
 use chrono::Utc;
 use common::{TestDb, code, hold};
-use seatq::{BookingRef, NewRequest, Request, SeatRequest, Status};
+use seatq::{BookingRef, BookingState, NewRequest, Request, SeatRequest, Status};
 
 /// 60 seats, six to a row: class 1 = seats 1-19, class 2 = 20-49, class 3 = 50-60;
 /// cheapest of class 3 are 56-60.
@@ -35,7 +35,7 @@ async fn hold_takes_the_cheapest_seats_and_reports_them() {
     assert_eq!(seats_of(&r), vec![56, 57, 58]);
     assert!(b.seats.iter().all(|s| s.class == 3 && s.price_cents == 12000));
     assert_eq!(b.total_cents, 36000);
-    assert_eq!(b.state, "held");
+    assert_eq!(b.state, BookingState::Held);
     let left = (b.held_until.unwrap() - Utc::now()).num_seconds();
     assert!((590..=600).contains(&left), "default hold is 10 minutes, {left}s left");
     assert_eq!(seat_state(&db, ev, 56).await, "held");
@@ -144,14 +144,14 @@ async fn confirm_and_cancel_are_owner_checked() {
     assert_eq!(db.seats_taken(ev).await, 2, "a stranger's cancel frees nothing");
 
     let r = db.run(Request::Confirm(by("ann"))).await;
-    assert_eq!(r.booking().unwrap().state, "booked");
+    assert_eq!(r.booking().unwrap().state, BookingState::Booked);
     assert_eq!(seat_state(&db, ev, 35).await, "booked");
     // Confirming twice is safe: the same answer.
     let r = db.run(Request::Confirm(by("ann"))).await;
-    assert_eq!(r.booking().unwrap().state, "booked");
+    assert_eq!(r.booking().unwrap().state, BookingState::Booked);
 
     let r = db.run(Request::Cancel(by("ann"))).await;
-    assert_eq!(r.booking().unwrap().state, "cancelled");
+    assert_eq!(r.booking().unwrap().state, BookingState::Cancelled);
     assert_eq!(db.seats_taken(ev).await, 0);
     assert_eq!(seat_state(&db, ev, 35).await, "available");
     let r = db.run(Request::Confirm(by("ann"))).await;
@@ -252,7 +252,7 @@ async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
     let ids = db.client.enqueue_many(&[cancel.into(), Request::Hold(hold(ev, 1, 2, "bob")).into()]).await.unwrap();
     db.drain().await; // one batch
     let cancelled = db.client.status(ids[0]).await.unwrap();
-    assert_eq!(cancelled.booking().map(|b| b.state), Some("cancelled".into()), "{cancelled:?}");
+    assert_eq!(cancelled.booking().map(|b| b.state), Some(BookingState::Cancelled), "{cancelled:?}");
     let held = db.client.status(ids[1]).await.unwrap();
     assert_eq!(held.status, Status::Succeeded, "{held:?}");
     assert_eq!(seats_of(&held).len(), 2);
@@ -442,5 +442,34 @@ async fn only_groups_of_spread_from_need_seats_or_more_take_the_spread_path() {
     assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED).await, (SPREAD_FROM_NEED as usize, 1));
     assert_eq!(db.seats_taken(ev).await, 0, "locks only: nothing was taken");
     db.assert_invariants(true).await;
+    db.close().await;
+}
+
+/// Statuses and states are read and bound as the schema's enum types, by
+/// their qualified names, whether or not the session's search_path holds the
+/// schema (PostgreSQL then names them without it).
+#[tokio::test]
+async fn statuses_and_states_map_to_the_enum_types_whatever_the_search_path() {
+    use sqlx::ConnectOptions as _;
+    let db = TestDb::new().await;
+    for options in [db.options.clone(), db.options.clone().options([("search_path", "seatq, public")])] {
+        let mut conn = options.connect().await.expect("connect");
+        let status: Status = sqlx::query_scalar("SELECT $1::seatq.request_status")
+            .bind(Status::Dead)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(status, Status::Dead);
+        let states: Vec<BookingState> = sqlx::query_scalar("SELECT unnest($1::seatq.booking_state[])")
+            .bind([BookingState::Held, BookingState::Expired])
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(states, [BookingState::Held, BookingState::Expired]);
+        let seat: seatq::SeatState =
+            sqlx::query_scalar("SELECT 'available'::seatq.seat_state").fetch_one(&mut conn).await.unwrap();
+        assert_eq!(seat, seatq::SeatState::Available);
+        sqlx::Connection::close(conn).await.unwrap();
+    }
     db.close().await;
 }

@@ -234,7 +234,7 @@ async fn is_claimed(db: &TestDb, id: i64) -> bool {
     tx.rollback().await.unwrap();
     match probe {
         Ok(_) => false,
-        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03") => true,
+        Err(e) if seatq::sqlstate::is_lock_unavailable(&e) => true,
         Err(e) => panic!("probing request {id}: {e}"),
     }
 }
@@ -455,7 +455,7 @@ async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() 
         .bind(&requests)
         .bind(vec![ev; 100])
         .bind(vec!["c"; 100])
-        .bind(vec!["booked"; 100])
+        .bind(vec![seatq::BookingState::Booked; 100])
         .bind(vec![1000i64; 100])
         .bind(vec![None::<i32>; 100])
         .bind(&seat_requests)

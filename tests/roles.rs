@@ -23,8 +23,12 @@ async fn drop_login(db: &TestDb, name: &str, pool: PgPool) {
 
 fn denied(result: Result<sqlx::postgres::PgQueryResult, sqlx::Error>, what: &str) {
     let err = result.expect_err(what);
-    let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.to_string());
-    assert_eq!(code.as_deref(), Some("42501"), "{what}: expected permission denied, got {err}");
+    let code = seatq::sqlstate::code(&err);
+    assert_eq!(
+        code.as_deref(),
+        Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE),
+        "{what}: expected permission denied, got {err}"
+    );
 }
 
 #[tokio::test]

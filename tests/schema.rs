@@ -77,7 +77,7 @@ async fn a_schema_from_an_earlier_development_version_is_refused_and_kept() {
 
     let err = seatq::db::connect(db.options.clone(), 2).await.expect_err("an old schema is refused");
     assert!(matches!(err, seatq::Error::OldSchema { .. }), "{err:?}");
-    assert!(!seatq::db::is_transient(&err), "waiting would not help: {err}");
+    assert!(!err.is_transient(), "waiting would not help: {err}");
     let message = err.to_string();
     for says in [format!("database \"{}\"", db.name), "DROP DATABASE".to_string(), "DATABASE_URL".to_string()] {
         assert!(message.contains(&says), "the error says {says:?}: {message}");

@@ -155,7 +155,7 @@ async fn a_bulk_file_reports_bad_lines_and_never_enqueues_half_a_line() {
 }
 
 fn sqlstate(e: sqlx::Error) -> String {
-    e.as_database_error().and_then(|d| d.code()).map(|c| c.into_owned()).unwrap_or_else(|| format!("not SQL: {e}"))
+    seatq::sqlstate::code(&e).map(|c| c.into_owned()).unwrap_or_else(|| format!("not SQL: {e}"))
 }
 
 #[tokio::test]
@@ -181,7 +181,11 @@ async fn a_string_with_u0000_is_refused_by_every_path() {
             .bind(payload)
             .execute(&db.pool)
             .await;
-        assert_eq!(sqlstate(by_sql.expect_err("jsonb refuses U+0000")), "22P05", "{kind} {payload}");
+        assert_eq!(
+            sqlstate(by_sql.expect_err("jsonb refuses U+0000")),
+            seatq::sqlstate::UNTRANSLATABLE_CHARACTER,
+            "{kind} {payload}"
+        );
     }
     let mut r = common::hold(event, 1, 1, "nul\u{0}");
     let err = db.client.enqueue(Request::Hold(r.clone())).await.expect_err("refused");
@@ -294,7 +298,7 @@ async fn enqueue_refuses_a_priority_out_of_range_clearly() {
             .expect_err("out of range");
         let db_err = err.as_database_error().expect("a database error");
         assert_eq!(db_err.message(), "priority must be between -32768 and 32767", "{priority}");
-        assert_eq!(db_err.code().as_deref(), Some("22003"), "{priority}");
+        assert_eq!(db_err.code().as_deref(), Some(seatq::sqlstate::NUMERIC_VALUE_OUT_OF_RANGE), "{priority}");
     }
     for priority in [32767, -32768] {
         let id: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', $1, NULL, $2)")
@@ -438,7 +442,11 @@ proptest! {
                         .bind(kind).bind(payload).fetch_one(&db.pool).await;
                 if rust.as_ref().is_some_and(|(_, message)| message.contains("U+0000")) {
                     // jsonb refuses the payload before any check.
-                    assert_eq!(sqlstate(sql.expect_err("jsonb refuses U+0000")), "22P05", "{kind} {payload}");
+                    assert_eq!(
+                        sqlstate(sql.expect_err("jsonb refuses U+0000")),
+                        seatq::sqlstate::UNTRANSLATABLE_CHARACTER,
+                        "{kind} {payload}"
+                    );
                     continue;
                 }
                 let sql = sql.unwrap();

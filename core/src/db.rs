@@ -1,4 +1,5 @@
-//! Connecting: zero-configuration start, database creation and migrations.
+//! Connecting: zero-configuration start, database creation and migrations;
+//! creating and dropping databases.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -6,7 +7,7 @@ use std::time::Duration;
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
-use crate::Error;
+use crate::{Error, sqlstate};
 
 /// Used when `DATABASE_URL` is unset.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@localhost:5432/seatq";
@@ -61,32 +62,6 @@ pub async fn connect_pool(options: PgConnectOptions, pool: PgPoolOptions) -> Res
     pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))
 }
 
-/// Whether `error` may go away by itself (the server is down, starting up,
-/// restarting, out of connections; a lock or a serialization conflict while
-/// migrating), so that connecting again later makes sense. A bad URL, a
-/// refused login, a database that does not exist and cannot be created, or a
-/// failed migration is not transient: retrying would not help.
-pub fn is_transient(error: &Error) -> bool {
-    use sqlx::migrate::MigrateError;
-    match error {
-        Error::Unreachable { source, .. } | Error::Db(source) => transient(source),
-        Error::Migrate(MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _)) => transient(source),
-        _ => false,
-    }
-}
-
-/// A connection-level failure (see [`Error::is_connection_error`]), or one
-/// that only delays a start: too many connections or another resource short
-/// (53), an idle session timeout (57P05), or a conflict with another process
-/// migrating at the same time (40001, 40P01, 55P03 under `lock_timeout`).
-fn transient(error: &sqlx::Error) -> bool {
-    crate::error::connection_level(error)
-        || error
-            .as_database_error()
-            .and_then(|e| e.code())
-            .is_some_and(|code| code.starts_with("53") || ["57P05", "40001", "40P01", "55P03"].contains(&code.as_ref()))
-}
-
 /// Apply the migrations in `migrations/` unless all are applied already
 /// (concurrent callers are serialised by sqlx with an advisory lock). A
 /// least-privilege role can connect to a current schema; only applying a
@@ -138,31 +113,56 @@ async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Resul
         Ok(conn) => return Ok(conn),
         Err(err) => err,
     };
-    let missing = err.as_database_error().and_then(|e| e.code()).is_some_and(|c| c == "3D000");
-    if !missing {
+    if !sqlstate::is_missing_database(&err) {
         return Err(unreachable(options, err));
     }
     let name = options.get_database().unwrap_or("postgres").to_string();
-    let admin = options.clone().database("postgres");
-    let mut admin = bounded(within, admin.connect()).await.map_err(|e| unreachable(options, e))?;
-    // CREATE DATABASE takes no parameters; the name comes from the operator's
-    // own configuration and is quoted as an identifier.
-    let create = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
-    match sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut admin).await {
-        Ok(_) => tracing::info!(database = %name, "created database"),
-        // Another process created it first (42P04; 23505 when both were
-        // creating it at the same moment).
-        Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "42P04" || c == "23505") => {}
+    let mut conn = bounded(within, admin(options)).await.map_err(|e| unreachable(options, e))?;
+    match create_database(&mut conn, &name, None).await {
+        Ok(()) => tracing::info!(database = %name, "created database"),
+        // Another process created it first.
+        Err(e) if sqlstate::is_database_created_meanwhile(&e) => {}
         // Say which database and why, rather than a bare "permission denied".
-        Err(e) if !transient(&e) => {
+        Err(e) if !sqlstate::is_transient(&e) => {
             return Err(Error::Db(sqlx::Error::Configuration(
                 format!("database \"{name}\" does not exist and cannot be created: {e}").into(),
             )));
         }
         Err(e) => return Err(Error::Db(e)),
     }
-    let _ = sqlx::Connection::close(admin).await;
+    let _ = sqlx::Connection::close(conn).await;
     bounded(within, options.connect()).await.map_err(|e| unreachable(options, e))
+}
+
+/// A connection to the server's own `postgres` database, with `options`'
+/// server, user and other settings: to create and drop databases.
+pub async fn admin(options: &PgConnectOptions) -> Result<PgConnection, sqlx::Error> {
+    options.clone().database("postgres").connect().await
+}
+
+/// Create database `name` on `admin`'s server, a copy of database
+/// `template` if one is given.
+pub async fn create_database(admin: &mut PgConnection, name: &str, template: Option<&str>) -> Result<(), sqlx::Error> {
+    let mut create = format!("CREATE DATABASE {}", quote_identifier(name));
+    if let Some(template) = template {
+        create.push_str(&format!(" TEMPLATE {}", quote_identifier(template)));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(admin).await.map(|_| ())
+}
+
+/// Drop database `name` on `admin`'s server if it exists, whoever is
+/// connected to it (their sessions are ended).
+pub async fn drop_database(admin: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
+    let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_identifier(name));
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop)).execute(admin).await.map(|_| ())
+}
+
+/// `name` as an SQL identifier: CREATE and DROP DATABASE take no bound
+/// parameters, so a database's name (from the operator's own configuration)
+/// is written into the statement, in double quotes, with any double quote in
+/// it doubled.
+fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// A connection attempt that gives up after `within` (a server that does not
@@ -189,6 +189,12 @@ fn unreachable(options: &PgConnectOptions, source: sqlx::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_identifier("seatq"), "\"seatq\"");
+        assert_eq!(quote_identifier("a\"; DROP DATABASE x; --"), "\"a\"\"; DROP DATABASE x; --\"");
+    }
 
     #[test]
     fn url_for_changes_only_the_database() {

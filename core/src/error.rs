@@ -1,4 +1,21 @@
-use crate::request::RequestError;
+use crate::outcome::ErrorCode;
+use crate::sqlstate;
+
+/// Why a request was refused: a stable code and a message that names the
+/// field at fault (see [`crate::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RequestError {
+    /// The stable error code recorded on a failed request.
+    pub fn code(&self) -> &'static str {
+        self.code.as_str()
+    }
+}
 
 /// Everything the client library can fail with.
 ///
@@ -58,28 +75,30 @@ pub enum Error {
 impl Error {
     /// Whether this is a connection-level failure that may go away by itself:
     /// no server answers, the connection was lost, or the server is shutting
-    /// down, crashed or starting up (SQLSTATE class 08, 57P01 to 57P03).
+    /// down, crashed or starting up (see [`sqlstate::is_connection_level`]).
     /// Retrying such an operation with the same idempotency key is safe. A
     /// refused request, a bad URL or any other SQL error is not one.
     pub fn is_connection_error(&self) -> bool {
+        self.database_error().is_some_and(sqlstate::is_connection_level)
+    }
+
+    /// Whether this may go away by itself (the server is down, starting up,
+    /// restarting, out of connections; a lock or a serialization conflict
+    /// while migrating: see [`sqlstate::is_transient`]), so that connecting
+    /// again later makes sense. A bad URL, a refused login, a database that
+    /// does not exist and cannot be created, or a failed migration is not
+    /// transient: retrying would not help.
+    pub fn is_transient(&self) -> bool {
+        self.database_error().is_some_and(sqlstate::is_transient)
+    }
+
+    /// The error of the database or its connection behind this one, if any.
+    fn database_error(&self) -> Option<&sqlx::Error> {
         use sqlx::migrate::MigrateError;
         match self {
-            Error::Unreachable { source, .. } | Error::Db(source) => connection_level(source),
-            Error::Migrate(MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _)) => {
-                connection_level(source)
-            }
-            _ => false,
+            Error::Unreachable { source, .. } | Error::Db(source) => Some(source),
+            Error::Migrate(MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _)) => Some(source),
+            _ => None,
         }
-    }
-}
-
-/// See [`Error::is_connection_error`].
-pub fn connection_level(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
-        sqlx::Error::Database(e) => {
-            e.code().is_some_and(|code| code.starts_with("08") || ["57P01", "57P02", "57P03"].contains(&&*code))
-        }
-        _ => false,
     }
 }

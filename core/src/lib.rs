@@ -8,26 +8,30 @@
 //! one:
 //!
 //! - [`request`]: the request types, the one definition of each;
+//! - [`limits`]: the limits a request must keep to;
 //! - [`validate`]: the checks that give a malformed request its error code
 //!   (the same checks the database runs on every insert);
 //! - [`outcome`]: results, error codes, request statuses and booking states;
-//! - [`error`]: the error type of the libraries;
+//! - [`error`]: the error types of the libraries (and a refused request's);
 //! - [`db`]: connecting, with zero-configuration start and migrations, and
 //!   creating and dropping databases;
 //! - [`retry`]: jittered exponential backoff;
+//! - [`sqlstate`]: what a database error's SQLSTATE means to seatq;
 //! - [`sql`]: the statements producers and workers both run.
 
 pub mod db;
 pub mod error;
+pub mod limits;
 pub mod outcome;
 pub mod request;
 pub mod retry;
 pub mod sql;
+pub mod sqlstate;
 pub mod validate;
 
-pub use error::Error;
-pub use outcome::{BookingResult, ErrorCode, RequestRecord, SeatInfo, Status};
-pub use request::{BookingRef, Request, RequestError, SeatRequest};
+pub use error::{Error, RequestError};
+pub use outcome::{BookingResult, BookingState, ErrorCode, RequestRecord, SeatInfo, SeatState, Status};
+pub use request::{BookingRef, Request, SeatRequest};
 
 /// A worker whose last heartbeat is older than this is dead: `seatq workers`
 /// leaves it out and live workers delete its row.

@@ -7,15 +7,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::RequestError;
+use crate::limits::DEFAULT_HOLD_SECONDS;
 use crate::outcome::ErrorCode;
 use crate::validate;
-
-/// Largest party one request may ask for.
-pub const MAX_PARTY: u32 = 9;
-/// Hold time when a request names none: ten minutes.
-pub const DEFAULT_HOLD_SECONDS: u32 = 600;
-/// Longest hold a request may ask for: one day.
-pub const MAX_HOLD_SECONDS: u32 = 86_400;
 
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +34,7 @@ pub struct SeatRequest {
     /// Seat class (cabin or price band). Required unless `seats` names the seats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<i16>,
-    /// Party size, 1 to [`MAX_PARTY`]. Defaults to the number of named seats.
+    /// Party size, 1 to [`crate::limits::MAX_PARTY`]. Defaults to the number of named seats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub party: Option<u32>,
     /// Who the seats are for; confirm and cancel must name the same customer.
@@ -66,22 +61,6 @@ pub struct BookingRef {
     pub booking: i64,
     /// The customer who made the booking.
     pub customer: String,
-}
-
-/// Why a request was refused: a stable code and a message that names the
-/// field at fault (see [`crate::validate`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct RequestError {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl RequestError {
-    /// The stable error code recorded on a failed request.
-    pub fn code(&self) -> &'static str {
-        self.code.as_str()
-    }
 }
 
 fn is_false(b: &bool) -> bool {

@@ -35,13 +35,9 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
+use crate::error::RequestError;
+use crate::limits::{MAX_CUSTOMER_CHARS, MAX_HOLD_SECONDS, MAX_PARTY, MAX_PAYLOAD_BYTES};
 use crate::outcome::ErrorCode;
-use crate::request::{MAX_HOLD_SECONDS, MAX_PARTY, RequestError};
-
-/// Largest payload accepted, in bytes of JSON text.
-pub const MAX_PAYLOAD_BYTES: usize = 8192;
-/// Longest customer name, in characters.
-pub const MAX_CUSTOMER_CHARS: usize = 200;
 
 const HOLD_FIELDS: &[&str] = &["event", "class", "party", "customer", "hold_seconds", "seats", "partial", "together"];
 const BOOK_FIELDS: &[&str] = &["event", "class", "party", "customer", "seats", "partial", "together"];

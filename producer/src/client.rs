@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
-use crate::outcome::{RequestRecord, Status};
+use crate::outcome::RequestRecord;
 use crate::request::Request;
+use crate::retry::Jitter;
 use crate::{Error, db, sql, validate};
 
 /// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
@@ -224,7 +224,7 @@ impl Client {
         let xid: String = sqlx::query_scalar(sql::queue::CURRENT_XACT_ID).fetch_one(&mut *tx).await.map_err(failed)?;
         match tx.commit().await {
             Ok(()) => Ok(ids),
-            Err(source) if crate::error::connection_level(&source) => {
+            Err(source) if crate::sqlstate::is_connection_level(&source) => {
                 Err(Attempt::CommitLost(LostCommit { xid, ids, source }))
             }
             // The server answered: it did not commit.
@@ -259,8 +259,8 @@ impl Client {
 
     /// The request as it stands now.
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
-        let row = sqlx::query(sql::queue::GET_REQUEST).bind(id).fetch_optional(&self.pool).await?;
-        row.map(|r| record(&r)).transpose()?.ok_or(Error::NotFound(id))
+        let record = sqlx::query_as(sql::queue::GET_REQUEST).bind(id).fetch_optional(&self.pool).await?;
+        record.ok_or(Error::NotFound(id))
     }
 
     /// Wait until the request is finished, woken by NOTIFY with a fallback
@@ -504,7 +504,7 @@ impl Retry {
             retry: *self,
             failing_since: None,
             attempt_started: Instant::now(),
-            next: self.first_delay,
+            delays: Jitter::at_most(self.first_delay, self.max_delay),
             retries: 0,
         }
     }
@@ -516,7 +516,8 @@ pub struct Backoff {
     retry: Retry,
     failing_since: Option<Instant>,
     attempt_started: Instant,
-    next: Duration,
+    /// The pauses of the current outage.
+    delays: Jitter,
     retries: u32,
 }
 
@@ -544,18 +545,17 @@ impl Backoff {
         // failing ends the previous outage: this is a new one.
         if now - self.attempt_started > self.retry.budget {
             self.failing_since = None;
-            self.next = self.retry.first_delay;
+            self.delays.reset();
         }
         let since = *self.failing_since.get_or_insert(now);
         let left = self.retry.budget.saturating_sub(now - since);
         if left.is_zero() {
             return false;
         }
-        let pause = self.next.mul_f64(0.5 + 0.5 * unit_random()).min(left);
+        let pause = self.delays.next_delay().min(left);
         self.retries += 1;
         tracing::warn!(retry = self.retries, in_ms = pause.as_millis() as u64, error = %why, "{message}");
         tokio::time::sleep(pause).await;
-        self.next = (self.next * 2).min(self.retry.max_delay);
         self.attempt_started = Instant::now();
         true
     }
@@ -576,31 +576,4 @@ fn random_u64() -> u64 {
     h.write_u128(now.as_nanos());
     h.write_u32(std::process::id());
     h.finish()
-}
-
-/// Uniform in [0, 1).
-fn unit_random() -> f64 {
-    (random_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-fn record(row: &PgRow) -> Result<RequestRecord, Error> {
-    let status: String = row.try_get("status")?;
-    Ok(RequestRecord {
-        id: row.try_get("id")?,
-        kind: row.try_get("kind")?,
-        payload: row.try_get("payload")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        priority: row.try_get("priority")?,
-        status: Status::parse(&status)
-            .ok_or_else(|| Error::Db(sqlx::Error::Decode(format!("unknown request status {status:?}").into())))?,
-        attempts: row.try_get("attempts")?,
-        contention_retries: row.try_get("contention_retries")?,
-        run_at: row.try_get("run_at")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        finished_at: row.try_get("finished_at")?,
-        result: row.try_get("result")?,
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-    })
 }

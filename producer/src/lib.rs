@@ -32,6 +32,6 @@ pub mod sql;
 
 pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo};
 pub use seatq_core::{
-    BookingRef, BookingResult, Error, ErrorCode, Request, RequestError, RequestRecord, SeatInfo, SeatRequest, Status,
-    WORKER_DEAD_AFTER, db, error, outcome, request, retry, validate,
+    BookingRef, BookingResult, BookingState, Error, ErrorCode, Request, RequestError, RequestRecord, SeatInfo,
+    SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate, validate,
 };

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest};
 use seatq_worker::{Config, Worker};
+use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
-use sqlx::{ConnectOptions, Connection, Executor};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -88,7 +88,7 @@ impl TestDb {
     pub async fn close(self) {
         self.pool.close().await;
         if let Ok(mut conn) = admin().await {
-            let _ = drop_database(&mut conn, &self.name).await;
+            let _ = seatq::db::drop_database(&mut conn, &self.name).await;
             let _ = conn.close().await;
         }
     }
@@ -97,12 +97,7 @@ impl TestDb {
 /// A connection to the test server's `postgres` database, to create and drop
 /// others.
 pub async fn admin() -> Result<PgConnection, sqlx::Error> {
-    seatq::db::options(&server_url()).expect("test server URL").database("postgres").connect().await
-}
-
-/// Drop database `name` (one a test made), whoever is connected to it.
-pub async fn drop_database(admin: &mut PgConnection, name: &str) -> Result<(), sqlx::Error> {
-    admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).await.map(|_| ())
+    seatq::db::admin(&seatq::db::options(&server_url()).expect("test server URL")).await
 }
 
 /// Drop test databases left by test processes that are gone (a failed test
@@ -121,7 +116,7 @@ async fn drop_stale() {
         if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
             continue;
         }
-        let _ = drop_database(&mut conn, &name).await;
+        let _ = seatq::db::drop_database(&mut conn, &name).await;
     }
     let _ = conn.close().await;
 }

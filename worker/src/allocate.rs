@@ -5,51 +5,22 @@
 //! request at a time. Every lock is taken with SKIP LOCKED or NOWAIT: a
 //! worker never waits on a row lock.
 
-use std::collections::HashMap;
-
 use crate::sql::{allocation, bookings};
-use chrono::{DateTime, Utc};
-use seatq_core::outcome::{BookingResult, ErrorCode, SeatInfo};
+use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatInfo, SeatState};
 use seatq_core::request::{BookingRef, Request, SeatRequest};
+use seatq_core::sqlstate::is_lock_unavailable;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
 use crate::Strategy;
 use crate::cheapest::{self, Wanted};
+use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
+use crate::grant::{Grant, take_seats};
 
 /// How many adjacent blocks a `together` request tries to lock before it
 /// counts as contended.
 const BLOCKS_TRIED: i64 = 16;
-
-/// Why processing a request (or a batch) failed unexpectedly.
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
-    /// A broken expectation (a bug), an injected fault, or a caught panic.
-    #[error("{0}")]
-    Internal(String),
-}
-
-impl ProcessError {
-    /// Contention rather than a fault (see [`is_contention`]).
-    pub fn is_contention(&self) -> bool {
-        matches!(self, ProcessError::Db(e) if is_contention(e))
-    }
-}
-
-/// What became of one request. The caller commits the request's savepoint
-/// for `Done` and rolls it back otherwise.
-#[derive(Debug)]
-pub enum Decision {
-    /// Seats changed as the result says.
-    Done(BookingResult),
-    /// A final answer with a stable error code.
-    Reject(ErrorCode, String),
-    /// Seats it needs are locked by in-flight transactions: try again later.
-    Contended,
-}
 
 /// Process one decoded request. `request_id` is recorded on a new booking.
 pub async fn process(
@@ -86,17 +57,6 @@ enum Locked {
     No(Decision),
 }
 
-/// Seats granted to one request, to be taken (with others) by [`take_seats`].
-#[derive(Debug)]
-pub struct Grant<'a> {
-    pub request_id: i64,
-    pub request: &'a SeatRequest,
-    /// Hold for this long; `None` books.
-    pub hold_secs: Option<u32>,
-    /// Locked by this transaction, in seat-number order.
-    pub seats: Vec<SeatInfo>,
-}
-
 /// Named or adjacent seats: hold (`hold_secs` set) or book them.
 async fn take(
     conn: &mut PgConnection,
@@ -117,56 +77,6 @@ async fn take(
     let grant = Grant { request_id, request: r, hold_secs, seats };
     let mut bookings = take_seats(conn, std::slice::from_ref(&grant)).await?;
     bookings.pop().map(Decision::Done).ok_or_else(|| ProcessError::Internal("no booking was made".into()))
-}
-
-/// Create the bookings and take their (locked) seats, in one statement.
-/// Returns the bookings in the order of `grants`.
-pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Vec<BookingResult>, ProcessError> {
-    let seat_count: usize = grants.iter().map(|g| g.seats.len()).sum();
-    let (mut seat_requests, mut seat_numbers) = (Vec::with_capacity(seat_count), Vec::with_capacity(seat_count));
-    for g in grants {
-        for s in &g.seats {
-            seat_requests.push(g.request_id);
-            seat_numbers.push(s.seat);
-        }
-    }
-    let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
-    let state = |g: &Grant| if g.hold_secs.is_some() { "held" } else { "booked" };
-    let rows: Vec<(i64, i64, Option<DateTime<Utc>>, i64)> = sqlx::query_as(allocation::TAKE_SEATS)
-        .bind(grants.iter().map(|g| g.request_id).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.request.event).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.request.customer.as_str()).collect::<Vec<_>>())
-        .bind(grants.iter().map(state).collect::<Vec<_>>())
-        .bind(grants.iter().map(total).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect::<Vec<_>>())
-        .bind(seat_requests)
-        .bind(seat_numbers)
-        .fetch_all(&mut *conn)
-        .await?;
-    let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =
-        rows.into_iter().map(|(request, booking, until, taken)| (request, (booking, until, taken))).collect();
-    grants
-        .iter()
-        .map(|g| {
-            let &(booking, held_until, taken) = made
-                .get(&g.request_id)
-                .ok_or_else(|| ProcessError::Internal(format!("no booking was made for request {}", g.request_id)))?;
-            // The seats were locked a moment ago; anything else is a bug, and
-            // the caller rolls back.
-            if taken != g.seats.len() as i64 {
-                return Err(ProcessError::Internal(format!("locked {} seats but changed {taken}", g.seats.len())));
-            }
-            Ok(BookingResult {
-                booking,
-                event: g.request.event,
-                customer: g.request.customer.clone(),
-                state: state(g).to_string(),
-                seats: g.seats.clone(),
-                total_cents: total(g),
-                held_until,
-            })
-        })
-        .collect()
 }
 
 /// Named seats: all of them, or `seats_taken`. Locked with NOWAIT: a seat
@@ -242,7 +152,7 @@ struct Booking {
     id: i64,
     event: i64,
     customer: String,
-    state: String,
+    state: BookingState,
     seats: Vec<i32>,
     total_cents: i64,
     held_until: Option<chrono::DateTime<chrono::Utc>>,
@@ -275,7 +185,7 @@ async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Bo
             format!("booking {} belongs to another customer", r.booking),
         )));
     }
-    if booking.state == "expired" || booking.lapsed {
+    if booking.state == BookingState::Expired || booking.lapsed {
         let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
         return Ok(Err(Decision::Reject(
             ErrorCode::HoldExpired,
@@ -288,7 +198,7 @@ async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Bo
 /// Lock the seats the booking owns in `state`; `None` if another transaction
 /// holds one of them. Fewer than the booking lists means the hold lapsed and
 /// someone else took a seat.
-async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Option<usize>, ProcessError> {
+async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: SeatState) -> Result<Option<usize>, ProcessError> {
     match sqlx::query_as::<_, (i32, bool)>(bookings::LOCK_BOOKING_SEATS)
         .bind(b.id)
         .bind(b.event)
@@ -308,14 +218,14 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
-    match b.state.as_str() {
-        "booked" => return booking_result(conn, &b, "booked").await,
-        "cancelled" => {
+    match b.state {
+        BookingState::Booked => return booking_result(conn, &b, BookingState::Booked).await,
+        BookingState::Cancelled => {
             return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
         }
-        _ => {}
+        BookingState::Held | BookingState::Expired => {}
     }
-    match lock_seats_of(conn, &b, "held").await? {
+    match lock_seats_of(conn, &b, SeatState::Held).await? {
         None => return Ok(Decision::Contended),
         Some(n) if n != b.seats.len() => {
             return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
@@ -323,7 +233,7 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
         Some(_) => {}
     }
     sqlx::query(bookings::CONFIRM).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
-    booking_result(conn, &b, "booked").await
+    booking_result(conn, &b, BookingState::Booked).await
 }
 
 async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
@@ -331,38 +241,31 @@ async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pro
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
-    if b.state == "cancelled" {
-        return booking_result(conn, &b, "cancelled").await;
+    if b.state == BookingState::Cancelled {
+        return booking_result(conn, &b, BookingState::Cancelled).await;
     }
-    if lock_seats_of(conn, &b, &b.state).await?.is_none() {
+    // Live (lock_owned turned an expired one away), so it owns its seats.
+    let Some(seats) = b.state.seats() else {
+        return Err(ProcessError::Internal(format!("booking {} is {} and owns no seats", b.id, b.state)));
+    };
+    if lock_seats_of(conn, &b, seats).await?.is_none() {
         return Ok(Decision::Contended);
     }
     sqlx::query(bookings::CANCEL).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
-    booking_result(conn, &b, "cancelled").await
+    booking_result(conn, &b, BookingState::Cancelled).await
 }
 
-async fn booking_result(conn: &mut PgConnection, b: &Booking, state: &str) -> Result<Decision, ProcessError> {
+async fn booking_result(conn: &mut PgConnection, b: &Booking, state: BookingState) -> Result<Decision, ProcessError> {
     let seats = sqlx::query_as(bookings::SEAT_DETAILS).bind(b.event).bind(&b.seats).fetch_all(&mut *conn).await?;
     Ok(Decision::Done(BookingResult {
         booking: b.id,
         event: b.event,
         customer: b.customer.clone(),
-        state: state.to_string(),
+        state,
         seats,
         total_cents: b.total_cents,
         held_until: None,
     }))
-}
-
-/// SQLSTATE 55P03: a NOWAIT lock (or `lock_timeout`) found the row locked.
-pub fn is_lock_unavailable(e: &sqlx::Error) -> bool {
-    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "55P03")
-}
-
-/// Errors that mean "others got there first; try again": a lock not
-/// available (55P03), a serialization failure (40001), a deadlock (40P01).
-pub fn is_contention(e: &sqlx::Error) -> bool {
-    e.as_database_error().and_then(|d| d.code()).is_some_and(|c| matches!(&*c, "55P03" | "40001" | "40P01"))
 }
 
 fn list(seats: &[i32]) -> String {

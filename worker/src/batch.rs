@@ -12,17 +12,19 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 
 use crate::sql::claim;
-use seatq_core::outcome::ErrorCode;
 use seatq_core::request::Request;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::postgres::PgConnection;
+use sqlx::types::Json;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
-use crate::allocate::{self, Decision, ProcessError};
+use crate::allocate;
 use crate::cheapest::{self, Wanted};
+use crate::decision::{Decision, ProcessError};
 use crate::fault;
 use crate::metrics::Metrics;
+use crate::record::Outcome;
 use crate::wake::Wake;
 use seatq_core::retry::Jitter;
 
@@ -132,7 +134,7 @@ pub async fn run(
     for row in &rows {
         match Request::decode(&row.kind, &row.payload) {
             Ok(request) => decoded.push((row, request)),
-            Err(e) => outcomes.push(failed(row.id, e.code(), &e.to_string(), retries_of(&claim, row.id))),
+            Err(e) => outcomes.push(Outcome::failed(row.id, e.code, e.message, retries_of(&claim, row.id))),
         }
     }
     // In claim order: each run of consecutive cheapest-first holds and
@@ -183,13 +185,13 @@ pub async fn run(
             } else {
                 savepoint.rollback().await?;
             }
-            outcomes.extend(outcome(row, result, &claim, retries, &mut report));
+            outcomes.extend(outcome_of(row, result, &claim, retries, &mut report));
         }
     }
 
     report.left_over = rows.len() - outcomes.len() - report.contended.len();
     for o in &outcomes {
-        if o["status"] == "queued" {
+        if o.requeues() {
             report.requeued += 1;
         } else {
             report.finished += 1;
@@ -198,7 +200,7 @@ pub async fn run(
     let finished: Vec<Finished> = if outcomes.is_empty() {
         Vec::new()
     } else {
-        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Value::Array(outcomes)).fetch_all(&mut *tx).await?
+        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Json(&outcomes)).fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
     in_hand.clear();
@@ -228,9 +230,9 @@ pub async fn record_failed_attempt(
         return Ok(false);
     };
     let outcome = transient(row, &format!("its batch failed: {error}"), 0);
-    let requeued = outcome["status"] == "queued";
+    let requeued = outcome.requeues();
     let finished: Vec<Finished> =
-        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Value::Array(vec![outcome])).fetch_all(&mut *tx).await?;
+        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Json([outcome])).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     announce(pool, &finished, metrics).await;
     if requeued {
@@ -291,13 +293,13 @@ async fn allocate_run(
     alone: bool,
     strategy: Strategy,
     claim: &Claim<'_>,
-    outcomes: &mut Vec<Value>,
+    outcomes: &mut Vec<Outcome>,
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
     let wanted: Vec<Wanted> = run.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
-    let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Value>, report: &mut Report| {
+    let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Outcome>, report: &mut Report| {
         for ((row, _), decision) in run.iter().zip(decisions) {
-            outcomes.extend(outcome(row, Ok(decision), claim, retries_of(claim, row.id), report));
+            outcomes.extend(outcome_of(row, Ok(decision), claim, retries_of(claim, row.id), report));
         }
     };
     if alone {
@@ -311,12 +313,12 @@ async fn allocate_run(
             add(decisions, outcomes, report);
             Ok(true)
         }
-        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => {
+        Err(e) if e.is_contention() => {
             // A NOWAIT lock or a serialization failure: every one of them
             // tries again.
             savepoint.rollback().await?;
             for (row, _) in run {
-                outcomes.extend(outcome(row, Ok(Decision::Contended), claim, retries_of(claim, row.id), report));
+                outcomes.extend(outcome_of(row, Ok(Decision::Contended), claim, retries_of(claim, row.id), report));
             }
             Ok(true)
         }
@@ -330,33 +332,30 @@ async fn allocate_run(
 
 /// The outcome to record for one processed request, if any: a contended
 /// request to retry after a backoff goes into `report.contended` instead.
-fn outcome(
+fn outcome_of(
     row: &Claimed,
     result: Result<Decision, ProcessError>,
     claim: &Claim<'_>,
     retries: i32,
     report: &mut Report,
-) -> Option<Value> {
+) -> Option<Outcome> {
     match result {
-        Ok(Decision::Done(booking)) => {
-            Some(json!({"id": row.id, "status": "succeeded", "result": booking, "contended": retries}))
-        }
-        Ok(Decision::Reject(code, message)) => Some(failed(row.id, code.as_str(), &message, retries)),
+        Ok(Decision::Done(booking)) => Some(Outcome::succeeded(row.id, booking, retries)),
+        Ok(Decision::Reject(code, message)) => Some(Outcome::failed(row.id, code, message, retries)),
         // Contended, or lock_timeout (the safety net) fired: not a failure.
         Ok(Decision::Contended) => contended(row, claim, retries, report),
-        Err(ProcessError::Db(e)) if allocate::is_contention(&e) => contended(row, claim, retries, report),
+        Err(e) if e.is_contention() => contended(row, claim, retries, report),
         Err(e) => Some(transient(row, &e.to_string(), retries)),
     }
 }
 
 /// A contended request: retry after a backoff, or after the last retry, back
 /// to the queue for later.
-fn contended(row: &Claimed, claim: &Claim<'_>, retries: i32, report: &mut Report) -> Option<Value> {
+fn contended(row: &Claimed, claim: &Claim<'_>, retries: i32, report: &mut Report) -> Option<Outcome> {
     match claim {
         Claim::Retry { requeue: Some(delay), .. } => {
             tracing::debug!(request = row.id, "still contended; back to the queue");
-            Some(json!({"id": row.id, "status": "queued", "retry_in_ms": delay.as_millis() as i64,
-                        "contended": retries + 1}))
+            Some(Outcome::requeued(row.id, *delay, retries + 1))
         }
         _ => {
             report.contended.insert(row.id, retries + 1);
@@ -365,24 +364,18 @@ fn contended(row: &Claimed, claim: &Claim<'_>, retries: i32, report: &mut Report
     }
 }
 
-fn failed(id: i64, code: &str, message: &str, retries: i32) -> Value {
-    json!({"id": id, "status": "failed", "error_code": code, "error_message": message, "contended": retries})
-}
-
 /// An unexpected error while processing one request: count the attempt, and
 /// retry after a backoff, or give up (`dead`) after `max_attempts`.
-fn transient(row: &Claimed, e: &str, retries: i32) -> Value {
+fn transient(row: &Claimed, e: &str, retries: i32) -> Outcome {
     let attempts = row.attempts + 1;
     let message = format!("attempt {attempts} of {}: {e}", row.max_attempts);
     if attempts >= row.max_attempts {
         tracing::error!(request = row.id, error = %e, "request failed too often; marking it dead");
-        return json!({"id": row.id, "status": "dead", "error_code": ErrorCode::Internal.as_str(),
-                      "error_message": message, "failed_attempt": true, "contended": retries});
+        return Outcome::dead(row.id, message, retries);
     }
-    let delay = Jitter::nth(Duration::from_secs(1), Duration::from_secs(60), attempts as u32);
+    let delay = Jitter::failed_request(attempts as u32);
     tracing::warn!(request = row.id, error = %e, retry_in = ?delay, "request failed; will retry");
-    json!({"id": row.id, "status": "queued", "error_code": ErrorCode::Internal.as_str(), "error_message": message,
-           "retry_in_ms": delay.as_millis() as i64, "failed_attempt": true, "contended": retries})
+    Outcome::retry(row.id, message, delay, retries)
 }
 
 /// A panic while processing becomes an unexpected error of that request (or

@@ -21,7 +21,8 @@ use seatq_core::request::{Request, SeatRequest};
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
-use crate::allocate::{self, Decision, Grant, ProcessError};
+use crate::decision::{Decision, ProcessError};
+use crate::grant::{self, Grant};
 
 /// A hold (`hold_secs` set) or book of the cheapest seats of a class.
 #[derive(Debug, Clone, Copy)]
@@ -181,7 +182,7 @@ pub async fn allocate(
 
     if !grants.is_empty() {
         let (indexes, grants): (Vec<usize>, Vec<Grant>) = grants.into_iter().unzip();
-        let bookings = allocate::take_seats(conn, &grants).await?;
+        let bookings = grant::take_seats(conn, &grants).await?;
         for (i, booking) in indexes.into_iter().zip(bookings) {
             decisions[i] = Some(Decision::Done(booking));
         }

@@ -7,10 +7,14 @@
 //!   poll, the sweeper, graceful shutdown;
 //! - [`wake`]: which loop claims next, and when a claim would find nothing;
 //! - [`batch`]: one claim-process-record transaction;
+//! - [`record`]: the outcome a batch records for each request;
 //! - [`cheapest`]: cheapest-first holds and bookings for a whole batch in a
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
 //! - [`allocate`]: one request's seat changes under its own savepoint (named
 //!   and adjacent seats, confirm, cancel);
+//! - [`decision`]: what processing a request comes to;
+//! - [`grant`]: seats granted to requests, made into bookings;
+//! - [`periodic`]: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - [`registry`]: registration and heartbeats in `seatq.workers`;
 //! - [`retention`]: pruning of old finished requests;
@@ -23,8 +27,12 @@
 pub mod allocate;
 pub mod batch;
 pub mod cheapest;
+pub mod decision;
 pub mod fault;
+pub mod grant;
 pub mod metrics;
+pub mod periodic;
+pub mod record;
 pub mod registry;
 pub mod retention;
 pub mod sql;

@@ -406,7 +406,7 @@ impl Metrics {
             bounded(pool, |tx| Box::pin(sqlx::query_as(stats::REQUESTS_BY_STATUS).fetch_all(&mut **tx))).await;
         let again_in = match &counted {
             Ok(_) => TOTALS_EVERY,
-            Err(e) if e.as_database_error().and_then(|d| d.code()).is_some_and(|c| c == "57014") => {
+            Err(e) if seatq_core::sqlstate::is_query_canceled(e) => {
                 tracing::warn!(again_in = ?TOTALS_AFTER_TIMEOUT,
                     "metrics: counting requests by status takes over {STATEMENT_TIMEOUT_MS} ms; leaving seatq_queue_depth out");
                 TOTALS_AFTER_TIMEOUT

@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+use crate::periodic::{Messages, Periodic, Round, Task};
 use seatq_core::retry::Jitter;
 
 /// Who this worker is.
@@ -37,6 +38,68 @@ impl Identity {
     }
 }
 
+/// The registry's background task: a round registers (or heartbeats, once
+/// registered) and drops the rows of dead workers.
+struct Heartbeat {
+    pool: PgPool,
+    me: Identity,
+    metrics: Arc<Metrics>,
+    /// This worker's row, once registered.
+    id: Option<i64>,
+}
+
+impl Task for Heartbeat {
+    type Error = sqlx::Error;
+
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+        let (pool, me) = (&self.pool, &self.me);
+        let beat = async {
+            match self.id {
+                None => sqlx::query_scalar(registry::REGISTER_WORKER)
+                    .bind(&me.name)
+                    .bind(&me.host)
+                    .bind(me.pid as i32)
+                    .bind(&me.settings)
+                    .fetch_one(pool)
+                    .await
+                    .map(Some),
+                Some(current) => sqlx::query_scalar::<_, bool>(registry::HEARTBEAT)
+                    .bind(current)
+                    .fetch_optional(pool)
+                    .await
+                    .map(|alive| alive.map(|_| current)),
+            }
+        };
+        let now = tokio::select! {
+            _ = shutdown.cancelled() => return Round::Stopped,
+            beat = beat => match beat {
+                Ok(now) => now,
+                Err(e) => return Round::Failed(e),
+            },
+        };
+        if now.is_none() {
+            tracing::warn!("this worker's registration was dropped as dead; registering again");
+        } else if self.id.is_none() {
+            tracing::info!(worker = now, name = %me.name, "registered");
+        }
+        self.id = now;
+        if self.id.is_some() {
+            Metrics::add(&self.metrics.heartbeats, 1);
+            let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+            self.metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+        }
+        let dead_after = seatq_core::WORKER_DEAD_AFTER.as_secs_f64();
+        let dropped = tokio::select! {
+            _ = shutdown.cancelled() => return Round::Stopped,
+            dropped = sqlx::query(registry::DROP_DEAD_WORKERS).bind(dead_after).execute(pool) => dropped,
+        };
+        if let Err(e) = dropped {
+            tracing::debug!(error = %e, "dropping dead workers failed");
+        }
+        Round::Done
+    }
+}
+
 /// How long a worker leaving tries to delete its row before giving up (the
 /// row then expires by itself after [`seatq_core::WORKER_DEAD_AFTER`]).
 const DEREGISTER_WITHIN: Duration = Duration::from_secs(2);
@@ -46,72 +109,18 @@ const DEREGISTER_WITHIN: Duration = Duration::from_secs(2);
 /// bounded by [`DEREGISTER_WITHIN`], so an outage never holds up shutdown.
 /// A failed heartbeat is the first sign of an outage: it is logged at once.
 pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    let fresh = || Jitter::new(Duration::from_millis(200), Duration::from_secs(10));
-    let mut backoff = fresh();
-    let mut id: Option<i64> = None;
-    let mut failing = false;
-    loop {
-        let beat = async {
-            match id {
-                None => sqlx::query_scalar(registry::REGISTER_WORKER)
-                    .bind(&me.name)
-                    .bind(&me.host)
-                    .bind(me.pid as i32)
-                    .bind(&me.settings)
-                    .fetch_one(&pool)
-                    .await
-                    .map(Some),
-                Some(current) => sqlx::query_scalar::<_, bool>(registry::HEARTBEAT)
-                    .bind(current)
-                    .fetch_optional(&pool)
-                    .await
-                    .map(|alive| alive.map(|_| current)),
-            }
-        };
-        let beat = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            beat = beat => beat,
-        };
-        let delay = match beat {
-            Ok(now) => {
-                if failing {
-                    tracing::info!("database reachable again; heartbeat resumed");
-                    failing = false;
-                }
-                if now.is_none() {
-                    tracing::warn!("this worker's registration was dropped as dead; registering again");
-                } else if id.is_none() {
-                    tracing::info!(worker = now, name = %me.name, "registered");
-                }
-                id = now;
-                if id.is_some() {
-                    Metrics::add(&metrics.heartbeats, 1);
-                    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-                    metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
-                }
-                let dead_after = seatq_core::WORKER_DEAD_AFTER.as_secs_f64();
-                let dropped = tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    dropped = sqlx::query(registry::DROP_DEAD_WORKERS).bind(dead_after).execute(&pool) => dropped,
-                };
-                if let Err(e) = dropped {
-                    tracing::debug!(error = %e, "dropping dead workers failed");
-                }
-                backoff = fresh();
-                interval
-            }
-            Err(e) => {
-                let delay = backoff.next_delay();
-                tracing::warn!(error = %e, retry_in = ?delay, "heartbeat failed: is the database down?");
-                failing = true;
-                delay
-            }
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(delay) => {}
-        }
-    }
+    let periodic = Periodic {
+        interval,
+        backoff: Some(Jitter::new(Duration::from_millis(200), Duration::from_secs(10))),
+        messages: Messages {
+            failed: "heartbeat failed: is the database down?",
+            failed_again: None,
+            recovered: Some("database reachable again; heartbeat resumed"),
+        },
+    };
+    let mut heartbeat = Heartbeat { pool, me, metrics, id: None };
+    periodic.run(&mut heartbeat, &shutdown).await;
+    let Heartbeat { pool, id, .. } = heartbeat;
     let Some(id) = id else { return };
     let deregister = sqlx::query(registry::DEREGISTER_WORKER).bind(id).execute(&pool);
     match tokio::time::timeout(DEREGISTER_WITHIN, deregister).await {

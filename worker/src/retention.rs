@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+use crate::periodic::{Messages, Periodic, Round, Task};
 
 /// Requests deleted per transaction.
 const PRUNE_BATCH: i64 = 1000;
@@ -25,36 +26,48 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    while !shutdown.is_cancelled() {
+    let periodic = Periodic {
+        interval,
+        backoff: None,
+        messages: Messages { failed: "pruning failed; will try again", failed_again: None, recovered: None },
+    };
+    periodic.run(&mut Pruner { pool, older_than, metrics }, &shutdown).await;
+}
+
+/// Retention: a round prunes until nothing old is left.
+struct Pruner {
+    pool: PgPool,
+    older_than: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Task for Pruner {
+    type Error = sqlx::Error;
+
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
         let mut total = 0;
         let result = loop {
             let batch = tokio::select! {
-                _ = shutdown.cancelled() => break Ok(()),
+                _ = shutdown.cancelled() => break Round::Done,
                 deleted = sqlx::query(retention::PRUNE_FINISHED)
-                    .bind(older_than.as_secs_f64())
+                    .bind(self.older_than.as_secs_f64())
                     .bind(PRUNE_BATCH)
-                    .execute(&pool) => deleted.map(|d| d.rows_affected()),
+                    .execute(&self.pool) => deleted.map(|d| d.rows_affected()),
             };
             match batch {
                 Ok(n) => {
-                    Metrics::add(&metrics.pruned, n);
+                    Metrics::add(&self.metrics.pruned, n);
                     total += n;
                     if n < PRUNE_BATCH as u64 || shutdown.is_cancelled() {
-                        break Ok(());
+                        break Round::Done;
                     }
                 }
-                Err(e) => break Err(e),
+                Err(e) => break Round::Failed(e),
             }
         };
         if total > 0 {
             tracing::info!(requests = total, "pruned finished requests");
         }
-        if let Err(e) = result {
-            tracing::warn!(error = %e, retry_in = ?interval, "pruning failed; will try again");
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(interval) => {}
-        }
+        result
     }
 }

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+use crate::periodic::{Messages, Periodic, Round, Task};
 
 /// Rows changed per sweep transaction, to keep each one short.
 const SWEEP_BATCH: i64 = 1000;
@@ -50,46 +51,51 @@ pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
 /// passes, and a pass waiting on the database (an outage) is abandoned
 /// (its transaction rolls back; the next worker to sweep does its work).
 pub async fn run(pool: PgPool, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    let mut failing = false;
-    while !shutdown.is_cancelled() {
+    let periodic = Periodic {
+        interval,
+        backoff: None,
+        messages: Messages {
+            failed: "sweep failed; will try again",
+            // Say so once, not every interval of a long outage.
+            failed_again: Some("sweep failed again"),
+            recovered: Some("sweeping again"),
+        },
+    };
+    periodic.run(&mut Sweeper { pool, metrics }, &shutdown).await;
+}
+
+/// The background sweeper: a round sweeps until nothing lapsed is left.
+struct Sweeper {
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+}
+
+impl Task for Sweeper {
+    type Error = sqlx::Error;
+
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
         let mut total = Swept::default();
         let result = loop {
             let pass = tokio::select! {
-                _ = shutdown.cancelled() => break Ok(()),
-                pass = sweep_once(&pool) => pass,
+                _ = shutdown.cancelled() => break Round::Done,
+                pass = sweep_once(&self.pool) => pass,
             };
             match pass {
                 Ok((swept, more)) => {
-                    Metrics::add(&metrics.seats_expired, swept.seats as u64);
-                    Metrics::add(&metrics.holds_expired, swept.bookings as u64);
+                    Metrics::add(&self.metrics.seats_expired, swept.seats as u64);
+                    Metrics::add(&self.metrics.holds_expired, swept.bookings as u64);
                     total.seats += swept.seats;
                     total.bookings += swept.bookings;
                     if !more || shutdown.is_cancelled() {
-                        break Ok(());
+                        break Round::Done;
                     }
                 }
-                Err(e) => break Err(e),
+                Err(e) => break Round::Failed(e),
             }
         };
         if total.seats + total.bookings > 0 {
             tracing::info!(seats = total.seats, bookings = total.bookings, "expired lapsed holds");
         }
-        match result {
-            Ok(()) if failing => {
-                tracing::info!("sweeping again");
-                failing = false;
-            }
-            Ok(()) => {}
-            // Say so once, not every interval of a long outage.
-            Err(e) if failing => tracing::debug!(error = %e, "sweep failed again"),
-            Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?interval, "sweep failed; will try again");
-                failing = true;
-            }
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(interval) => {}
-        }
+        result
     }
 }

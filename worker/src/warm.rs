@@ -17,7 +17,8 @@ use sqlx::Acquire;
 use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::PgConnection;
 
-use crate::{Strategy, allocate, cheapest};
+use crate::decision::ProcessError;
+use crate::{Strategy, cheapest, grant};
 
 /// For the worker pool's `after_connect`: warm each connection as the pool
 /// opens it (the pool opens its first ones one after another, so warming
@@ -41,11 +42,11 @@ pub fn on_connect(
 }
 
 /// Run a batch's statements once, with empty inputs, and roll back.
-async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), allocate::ProcessError> {
+async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessError> {
     let mut tx = conn.begin().await?;
     sqlx::query(claim::CLAIM_BATCH).bind(0_i64).execute(&mut *tx).await?;
     cheapest::allocate(&mut tx, &[], strategy).await?;
-    allocate::take_seats(&mut tx, &[]).await?;
+    grant::take_seats(&mut tx, &[]).await?;
     sqlx::query(claim::RECORD_OUTCOMES).bind(json!([])).execute(&mut *tx).await?;
     sqlx::query(allocation::WARM_SPREAD).execute(&mut *tx).await?;
     tx.rollback().await?;

@@ -12,8 +12,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::allocate::ProcessError;
 use crate::batch::{self, Claim};
+use crate::decision::ProcessError;
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
 use crate::wake::Wake;
@@ -71,7 +71,7 @@ impl Worker {
                     }
                     return Ok(Worker::new(pool, config));
                 }
-                Err(e) if seatq_core::db::is_transient(&e) => {
+                Err(e) if e.is_transient() => {
                     attempts += 1;
                     let delay = backoff.next_delay();
                     // The cause, without the how-to-get-a-server paragraph.
@@ -361,10 +361,7 @@ struct Pauses {
 
 impl Pauses {
     fn new() -> Pauses {
-        Pauses {
-            errors: Jitter::new(Duration::from_millis(100), Duration::from_secs(10)),
-            contention: Jitter::contention(),
-        }
+        Pauses { errors: Jitter::failed_batch(), contention: Jitter::contention() }
     }
 
     /// After a serialization failure at commit. Short, since the transactions
@@ -381,7 +378,7 @@ impl Pauses {
 
     /// After a batch that committed.
     fn committed(&mut self) {
-        self.contention = Jitter::contention();
+        self.contention.reset();
     }
 }
 

@@ -13,7 +13,7 @@ ORDER BY t.ord";
 /// The columns of a request as a producer reads them.
 macro_rules! request_columns {
     () => {
-        "id, kind, payload, idempotency_key, priority, status::text AS status, attempts,
+        "id, kind, payload, idempotency_key, priority, status, attempts,
          contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message"
     };
 }

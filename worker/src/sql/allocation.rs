@@ -140,13 +140,13 @@ FOR UPDATE SKIP LOCKED";
 /// and how many seats changed.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::int[])
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[])
         AS b(request_id, event_id, customer, state, total_cents, hold_secs)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::int[]) AS s(request_id, seat_no)
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
-    SELECT b.event_id, b.customer, b.state::seatq.booking_state, g.seats, b.total_cents,
+    SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            now() + b.hold_secs * interval '1 second', b.request_id
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g

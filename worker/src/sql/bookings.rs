@@ -2,7 +2,7 @@
 
 /// Lock a booking, failing at once (55P03) if another transaction holds it.
 pub const LOCK_BOOKING: &str = "
-SELECT id, event_id, customer, state::text AS state, seats, total_cents, held_until,
+SELECT id, event_id, customer, state, seats, total_cents, held_until,
        seatq.is_lapsed(state, held_until) AS lapsed
 FROM seatq.bookings
 WHERE id = $1
@@ -15,7 +15,7 @@ FOR NO KEY UPDATE NOWAIT";
 /// the small partial index on held seats and filter every hold on the server,
 /// a cost that grows with the number of holds.
 pub const LOCK_BOOKING_SEATS: &str = "
-SELECT seat_no, (booking_id IS NOT DISTINCT FROM $1 AND state::text = $4) AS owned
+SELECT seat_no, (booking_id IS NOT DISTINCT FROM $1 AND state = $4) AS owned
 FROM seatq.seats
 WHERE event_id = $2 AND seat_no = ANY($3)
 FOR UPDATE NOWAIT";

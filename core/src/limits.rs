@@ -1,0 +1,13 @@
+//! The limits a request must keep to, shared by the request types and
+//! their validation (and equal to the database's own checks).
+
+/// Largest party one request may ask for, and most seats it may name.
+pub const MAX_PARTY: u32 = 9;
+/// Hold time when a request names none: ten minutes.
+pub const DEFAULT_HOLD_SECONDS: u32 = 600;
+/// Longest hold a request may ask for: one day.
+pub const MAX_HOLD_SECONDS: u32 = 86_400;
+/// Largest payload accepted, in bytes of JSON text.
+pub const MAX_PAYLOAD_BYTES: usize = 8192;
+/// Longest customer name, in characters.
+pub const MAX_CUSTOMER_CHARS: usize = 200;

@@ -1,0 +1,73 @@
+//! Seats granted to requests, made into bookings: one statement creates
+//! every booking of a batch and takes its seats.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use seatq_core::outcome::{BookingResult, BookingState, SeatInfo};
+use seatq_core::request::SeatRequest;
+use sqlx::postgres::PgConnection;
+
+use crate::decision::ProcessError;
+use crate::sql::allocation;
+
+/// Seats granted to one request, to be taken (with others) by [`take_seats`].
+#[derive(Debug)]
+pub struct Grant<'a> {
+    pub request_id: i64,
+    pub request: &'a SeatRequest,
+    /// Hold for this long; `None` books.
+    pub hold_secs: Option<u32>,
+    /// Locked by this transaction, in seat-number order.
+    pub seats: Vec<SeatInfo>,
+}
+
+/// Create the bookings and take their (locked) seats, in one statement.
+/// Returns the bookings in the order of `grants`.
+pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Vec<BookingResult>, ProcessError> {
+    let seat_count: usize = grants.iter().map(|g| g.seats.len()).sum();
+    let (mut seat_requests, mut seat_numbers) = (Vec::with_capacity(seat_count), Vec::with_capacity(seat_count));
+    for g in grants {
+        for s in &g.seats {
+            seat_requests.push(g.request_id);
+            seat_numbers.push(s.seat);
+        }
+    }
+    let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
+    let state = |g: &Grant| if g.hold_secs.is_some() { BookingState::Held } else { BookingState::Booked };
+    let rows: Vec<(i64, i64, Option<DateTime<Utc>>, i64)> = sqlx::query_as(allocation::TAKE_SEATS)
+        .bind(grants.iter().map(|g| g.request_id).collect::<Vec<_>>())
+        .bind(grants.iter().map(|g| g.request.event).collect::<Vec<_>>())
+        .bind(grants.iter().map(|g| g.request.customer.as_str()).collect::<Vec<_>>())
+        .bind(grants.iter().map(state).collect::<Vec<_>>())
+        .bind(grants.iter().map(total).collect::<Vec<_>>())
+        .bind(grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect::<Vec<_>>())
+        .bind(seat_requests)
+        .bind(seat_numbers)
+        .fetch_all(&mut *conn)
+        .await?;
+    let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =
+        rows.into_iter().map(|(request, booking, until, taken)| (request, (booking, until, taken))).collect();
+    grants
+        .iter()
+        .map(|g| {
+            let &(booking, held_until, taken) = made
+                .get(&g.request_id)
+                .ok_or_else(|| ProcessError::Internal(format!("no booking was made for request {}", g.request_id)))?;
+            // The seats were locked a moment ago; anything else is a bug, and
+            // the caller rolls back.
+            if taken != g.seats.len() as i64 {
+                return Err(ProcessError::Internal(format!("locked {} seats but changed {taken}", g.seats.len())));
+            }
+            Ok(BookingResult {
+                booking,
+                event: g.request.event,
+                customer: g.request.customer.clone(),
+                state: state(g),
+                seats: g.seats.clone(),
+                total_cents: total(g),
+                held_until,
+            })
+        })
+        .collect()
+}

@@ -101,7 +101,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    seatq_core::init_tracing(false, "error");
+    seatq_core::bin::init_tracing(false, "error");
     match bench(Args::parse()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -230,7 +230,7 @@ fn median(mut runs: Vec<run::Measured>, plan: &Plan) -> run::Measured {
     let rates: Vec<f64> = runs.iter().map(|r| r.requests_per_sec).collect();
     match plan.rate {
         None => runs.sort_by(|a, b| a.requests_per_sec.total_cmp(&b.requests_per_sec)),
-        Some(_) => runs.sort_by(|a, b| a.p99_ms.total_cmp(&b.p99_ms)),
+        Some(_) => runs.sort_by(|a, b| a.latency.p99_ms.total_cmp(&b.latency.p99_ms)),
     }
     let mut median = runs.swap_remove(runs.len() / 2);
     median.runs_requests_per_sec = rates;
@@ -271,12 +271,7 @@ mod tests {
 
     #[test]
     fn every_argument_explains_itself() {
-        Args::command().debug_assert();
-        let mut cmd = Args::command();
-        cmd.build();
-        let missing: Vec<_> =
-            cmd.get_arguments().filter(|a| !a.is_hide_set() && a.get_help().is_none()).map(|a| a.get_id()).collect();
-        assert!(missing.is_empty(), "without help: {missing:?}");
+        seatq_core::bin::assert_documented(Args::command());
     }
 
     #[test]

@@ -38,10 +38,10 @@ fn cells(m: &Measured) -> [String; 16] {
         },
         m.requests.to_string(),
         format!("{:.0}", m.requests_per_sec),
-        format!("{:.1}", m.p50_ms),
-        format!("{:.1}", m.p95_ms),
-        format!("{:.1}", m.p99_ms),
-        format!("{:.1}", m.max_ms),
+        format!("{:.1}", m.latency.p50_ms),
+        format!("{:.1}", m.latency.p95_ms),
+        format!("{:.1}", m.latency.p99_ms),
+        format!("{:.1}", m.latency.max_ms),
         m.seats_sold.to_string(),
         m.contention_retries.to_string(),
         opt(m.worker_cpu_secs, 1),
@@ -87,8 +87,12 @@ pub fn table(results: &[Measured]) -> String {
         if let Some(n) = m.holds_expired {
             let _ = write!(out, "; holds expired by the sweeper {n}");
         }
-        if let (Some(queue), Some(batch)) = (m.queue_p50_ms, m.batch_p50_ms) {
-            let _ = write!(out, "; p50 in the queue {queue:.1} ms, in the batch {batch:.1} ms");
+        if let Some(parts) = &m.latency.parts {
+            let _ = write!(
+                out,
+                "; p50 in the queue {:.1} ms, in the batch {:.1} ms",
+                parts.queue_p50_ms, parts.batch_p50_ms
+            );
         }
         if m.runs_requests_per_sec.len() > 1 {
             let runs: Vec<String> = m.runs_requests_per_sec.iter().map(|r| format!("{r:.0}")).collect();

@@ -48,6 +48,28 @@ pub struct Plan {
     pub keep: bool,
 }
 
+/// Enqueue-to-outcome latencies of a run, in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyMs {
+    /// Percentiles and the longest.
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Medians of the latency's two parts: in the queue until the
+    /// transaction that finished the request began, and in that transaction
+    /// (`None` when no request finished in a batch it started).
+    #[serde(flatten)]
+    pub parts: Option<LatencyParts>,
+}
+
+/// The medians of a latency's two parts (see [`LatencyMs`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyParts {
+    pub queue_p50_ms: f64,
+    pub batch_p50_ms: f64,
+}
+
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measured {
@@ -62,14 +84,9 @@ pub struct Measured {
     pub requests: i64,
     pub secs: f64,
     pub requests_per_sec: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    /// Medians of the latency's two parts: in the queue until the
-    /// transaction that finished the request began, and in that transaction.
-    pub queue_p50_ms: Option<f64>,
-    pub batch_p50_ms: Option<f64>,
+    /// Enqueue-to-outcome latency (its fields sit beside these in JSON).
+    #[serde(flatten)]
+    pub latency: LatencyMs,
     pub seats_sold: i64,
     pub contention_retries: i64,
     /// CPU seconds of the worker processes, and of the server processes
@@ -265,12 +282,16 @@ pub async fn run(
         requests: summary.requests,
         secs,
         requests_per_sec: if secs > 0.0 { summary.requests as f64 / secs } else { 0.0 },
-        p50_ms: summary.p50.unwrap_or(0.0),
-        p95_ms: summary.p95.unwrap_or(0.0),
-        p99_ms: summary.p99.unwrap_or(0.0),
-        max_ms: summary.max.unwrap_or(0.0),
-        queue_p50_ms: summary.queue_p50,
-        batch_p50_ms: summary.batch_p50,
+        latency: LatencyMs {
+            p50_ms: summary.p50.unwrap_or(0.0),
+            p95_ms: summary.p95.unwrap_or(0.0),
+            p99_ms: summary.p99.unwrap_or(0.0),
+            max_ms: summary.max.unwrap_or(0.0),
+            parts: summary
+                .queue_p50
+                .zip(summary.batch_p50)
+                .map(|(queue_p50_ms, batch_p50_ms)| LatencyParts { queue_p50_ms, batch_p50_ms }),
+        },
         seats_sold: taken,
         contention_retries: summary.contention_retries,
         worker_cpu_secs: delta(&cpu_before.workers, &cpu_after.workers),

@@ -22,7 +22,7 @@ const HOLD_SECS: u32 = 4;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    seatq_core::init_tracing(false, "warn");
+    seatq_core::bin::init_tracing(false, "warn");
     match run().await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

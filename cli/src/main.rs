@@ -211,7 +211,7 @@ async fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return refused_command_line(e),
     };
-    seatq_core::init_tracing(false, "warn");
+    seatq_core::bin::init_tracing(false, "warn");
     let json = cli.json;
     match run(cli).await {
         Ok(code) => code,
@@ -608,23 +608,7 @@ mod tests {
 
     #[test]
     fn every_command_and_argument_explains_itself() {
-        Cli::command().debug_assert();
-        let mut cli = Cli::command();
-        cli.build();
-        let mut missing = Vec::new();
-        let mut commands = vec![(String::from("seatq"), &cli)];
-        while let Some((path, cmd)) = commands.pop() {
-            if cmd.get_about().is_none() {
-                missing.push(path.clone());
-            }
-            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
-                if arg.get_help().is_none() {
-                    missing.push(format!("{path} {}", arg.get_id()));
-                }
-            }
-            commands.extend(cmd.get_subcommands().map(|sub| (format!("{path} {}", sub.get_name()), sub)));
-        }
-        assert!(missing.is_empty(), "without help: {missing:?}");
+        seatq_core::bin::assert_documented(Cli::command());
     }
 
     #[test]

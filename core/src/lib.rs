@@ -17,8 +17,11 @@
 //!   creating and dropping databases;
 //! - [`retry`]: jittered exponential backoff;
 //! - [`sqlstate`]: what a database error's SQLSTATE means to seatq;
-//! - [`sql`]: the statements producers and workers both run.
+//! - [`sql`]: the statements producers and workers both run;
+//! - `bin` (feature `bin`): what seatq's own binaries share.
 
+#[cfg(feature = "bin")]
+pub mod bin;
 pub mod db;
 pub mod error;
 pub mod limits;
@@ -36,20 +39,3 @@ pub use request::{BookingRef, Request, SeatRequest};
 /// A worker whose last heartbeat is older than this is dead: `seatq workers`
 /// leaves it out and live workers delete its row.
 pub const WORKER_DEAD_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Log through `tracing` to stderr, filtered by `RUST_LOG` (else by
-/// `default`, e.g. `"info"`), as text or JSON lines. For seatq's own
-/// binaries (feature `tracing-init`).
-#[cfg(feature = "tracing-init")]
-pub fn init_tracing(json: bool, default: &str) {
-    use tracing_subscriber::EnvFilter;
-    // sqlx logs every statement at info; keep it to warnings (slow statements) or quieter.
-    let sqlx = if matches!(default, "error" | "off") { default } else { "warn" };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default},sqlx={sqlx}")));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}

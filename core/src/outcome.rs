@@ -8,14 +8,43 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::postgres::{PgHasArrayType, PgTypeInfo};
 
-/// `sqlx::Type` for an enum of the `seatq` schema (its labels read and
-/// written by the derived `Encode` and `Decode`): bound by its qualified
-/// name, and read whether or not the session's `search_path` holds the
-/// schema (PostgreSQL then names the type without it, and the derived
-/// `Type` would refuse it).
+/// An enum whose values are labels (snake case): serialised as the label,
+/// with `as_str`, `Display` and `FromStr` on the same names and the list of
+/// every value (`strum::VariantArray`).
+macro_rules! labelled {
+    ($(#[$meta:meta])* pub enum $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize,
+            strum::IntoStaticStr, strum::Display, strum::EnumString, strum::VariantArray,
+        )]
+        #[serde(rename_all = "snake_case")]
+        #[strum(serialize_all = "snake_case")]
+        pub enum $name { $($body)* }
+
+        impl $name {
+            /// The label, as stored and serialised.
+            pub fn as_str(self) -> &'static str {
+                self.into()
+            }
+        }
+    };
+}
+
+/// A [`labelled!`] enum that is also the PostgreSQL enum `seatq.$sql`, read
+/// and bound as itself: bound by its qualified name, and read whether or not
+/// the session's `search_path` holds the schema (PostgreSQL then names the
+/// type without it, and sqlx's derived `Type` would refuse it).
 macro_rules! seatq_enum {
-    ($rust:ty, $sql:literal) => {
-        impl sqlx::Type<sqlx::Postgres> for $rust {
+    ($(#[$meta:meta])* pub enum $name:ident($sql:literal) { $($body:tt)* }) => {
+        labelled! {
+            $(#[$meta])*
+            #[derive(sqlx::Encode, sqlx::Decode)]
+            #[sqlx(rename_all = "snake_case")]
+            pub enum $name { $($body)* }
+        }
+
+        impl sqlx::Type<sqlx::Postgres> for $name {
             fn type_info() -> PgTypeInfo {
                 PgTypeInfo::with_name(concat!("seatq.", $sql))
             }
@@ -25,7 +54,7 @@ macro_rules! seatq_enum {
             }
         }
 
-        impl PgHasArrayType for $rust {
+        impl PgHasArrayType for $name {
             fn array_type_info() -> PgTypeInfo {
                 PgTypeInfo::array_of(concat!("seatq.", $sql))
             }
@@ -61,111 +90,66 @@ pub struct SeatInfo {
     pub price_cents: i32,
 }
 
-/// Stable error codes recorded in `seatq.requests.error_code`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    /// The kind is not hold, book, confirm or cancel.
-    UnknownKind,
-    /// The payload is larger than `limits::MAX_PAYLOAD_BYTES`.
-    PayloadTooLarge,
-    /// The payload has a field the kind does not take (a typo, or `hold_seconds` on a book).
-    UnknownField,
-    /// A required field is absent.
-    MissingField,
-    /// A field (or the payload itself) has the wrong JSON type.
-    WrongType,
-    /// `party` is not 1 to 9.
-    PartyOutOfRange,
-    /// `hold_seconds` is not 1 to 86400.
-    HoldTimeOutOfRange,
-    /// More than 9 seats named.
-    TooManySeats,
-    /// A seat named twice.
-    DuplicateSeat,
-    /// Any other malformed value: empty customer, class out of range, options that do not combine.
-    InvalidRequest,
-    /// No such event.
-    UnknownEvent,
-    /// A named seat does not exist on the event (seat numbers are per event).
-    UnknownSeat,
-    /// Fewer seats of the class are free than the party needs (and `partial` was not set).
-    SoldOut,
-    /// A named seat is held or booked by someone else, or being taken right now.
-    SeatsTaken,
-    /// `together`: no row has enough adjacent free seats of the class.
-    NoAdjacentSeats,
-    /// No such booking.
-    BookingNotFound,
-    /// The booking belongs to another customer.
-    NotYourHold,
-    /// The hold lapsed before it was confirmed.
-    HoldExpired,
-    /// The booking was cancelled.
-    BookingCancelled,
-    /// Processing failed unexpectedly `max_attempts` times (status `dead`).
-    Internal,
-}
-
-impl ErrorCode {
-    /// The code as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::UnknownKind => "unknown_kind",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::UnknownField => "unknown_field",
-            ErrorCode::MissingField => "missing_field",
-            ErrorCode::WrongType => "wrong_type",
-            ErrorCode::PartyOutOfRange => "party_out_of_range",
-            ErrorCode::HoldTimeOutOfRange => "hold_time_out_of_range",
-            ErrorCode::TooManySeats => "too_many_seats",
-            ErrorCode::DuplicateSeat => "duplicate_seat",
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::UnknownEvent => "unknown_event",
-            ErrorCode::UnknownSeat => "unknown_seat",
-            ErrorCode::SoldOut => "sold_out",
-            ErrorCode::SeatsTaken => "seats_taken",
-            ErrorCode::NoAdjacentSeats => "no_adjacent_seats",
-            ErrorCode::BookingNotFound => "booking_not_found",
-            ErrorCode::NotYourHold => "not_your_hold",
-            ErrorCode::HoldExpired => "hold_expired",
-            ErrorCode::BookingCancelled => "booking_cancelled",
-            ErrorCode::Internal => "internal",
-        }
+labelled! {
+    /// Stable error codes recorded in `seatq.requests.error_code`.
+    pub enum ErrorCode {
+        /// The kind is not hold, book, confirm or cancel.
+        UnknownKind,
+        /// The payload is larger than `limits::MAX_PAYLOAD_BYTES`.
+        PayloadTooLarge,
+        /// The payload has a field the kind does not take (a typo, or `hold_seconds` on a book).
+        UnknownField,
+        /// A required field is absent.
+        MissingField,
+        /// A field (or the payload itself) has the wrong JSON type.
+        WrongType,
+        /// `party` is not 1 to 9.
+        PartyOutOfRange,
+        /// `hold_seconds` is not 1 to 86400.
+        HoldTimeOutOfRange,
+        /// More than 9 seats named.
+        TooManySeats,
+        /// A seat named twice.
+        DuplicateSeat,
+        /// Any other malformed value: empty customer, class out of range, options that do not combine.
+        InvalidRequest,
+        /// No such event.
+        UnknownEvent,
+        /// A named seat does not exist on the event (seat numbers are per event).
+        UnknownSeat,
+        /// Fewer seats of the class are free than the party needs (and `partial` was not set).
+        SoldOut,
+        /// A named seat is held or booked by someone else, or being taken right now.
+        SeatsTaken,
+        /// `together`: no row has enough adjacent free seats of the class.
+        NoAdjacentSeats,
+        /// No such booking.
+        BookingNotFound,
+        /// The booking belongs to another customer.
+        NotYourHold,
+        /// The hold lapsed before it was confirmed.
+        HoldExpired,
+        /// The booking was cancelled.
+        BookingCancelled,
+        /// Processing failed unexpectedly `max_attempts` times (status `dead`).
+        Internal,
     }
 }
 
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+seatq_enum! {
+    /// Where a booking stands (`seatq.booking_state`).
+    pub enum BookingState("booking_state") {
+        /// Seats held until `held_until`, to be confirmed or cancelled (a hold
+        /// past its time has lapsed: its seats are free to others).
+        Held,
+        Booked,
+        Cancelled,
+        /// A lapsed hold, marked so by the sweeper.
+        Expired,
     }
-}
-
-/// Where a booking stands (`seatq.booking_state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Encode, sqlx::Decode)]
-#[serde(rename_all = "snake_case")]
-#[sqlx(rename_all = "snake_case")]
-pub enum BookingState {
-    /// Seats held until `held_until`, to be confirmed or cancelled (a hold
-    /// past its time has lapsed: its seats are free to others).
-    Held,
-    Booked,
-    Cancelled,
-    /// A lapsed hold, marked so by the sweeper.
-    Expired,
 }
 
 impl BookingState {
-    /// The state as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BookingState::Held => "held",
-            BookingState::Booked => "booked",
-            BookingState::Cancelled => "cancelled",
-            BookingState::Expired => "expired",
-        }
-    }
-
     /// The state of the seats a live booking in this state owns; `None` for
     /// a booking that owns none any more (cancelled or expired).
     pub fn seats(self) -> Option<SeatState> {
@@ -177,84 +161,33 @@ impl BookingState {
     }
 }
 
-seatq_enum!(BookingState, "booking_state");
-
-impl std::fmt::Display for BookingState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+seatq_enum! {
+    /// Where a seat stands (`seatq.seat_state`). A held seat whose hold has
+    /// lapsed is free to others, though still marked held until swept.
+    pub enum SeatState("seat_state") {
+        Available,
+        Held,
+        Booked,
     }
 }
 
-/// Where a seat stands (`seatq.seat_state`). A held seat whose hold has
-/// lapsed is free to others, though still marked held until swept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Encode, sqlx::Decode)]
-#[serde(rename_all = "snake_case")]
-#[sqlx(rename_all = "snake_case")]
-pub enum SeatState {
-    Available,
-    Held,
-    Booked,
-}
-
-impl SeatState {
-    /// The state as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SeatState::Available => "available",
-            SeatState::Held => "held",
-            SeatState::Booked => "booked",
-        }
+seatq_enum! {
+    /// Where a request stands (`seatq.request_status`).
+    pub enum Status("request_status") {
+        /// Waiting for a worker (or for a retry).
+        Queued,
+        Succeeded,
+        /// Rejected with an error code; final.
+        Failed,
+        /// Failed unexpectedly too many times; `seatq retry` can requeue it.
+        Dead,
     }
 }
-
-seatq_enum!(SeatState, "seat_state");
-
-impl std::fmt::Display for SeatState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where a request stands (`seatq.request_status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Encode, sqlx::Decode)]
-#[serde(rename_all = "snake_case")]
-#[sqlx(rename_all = "snake_case")]
-pub enum Status {
-    /// Waiting for a worker (or for a retry).
-    Queued,
-    Succeeded,
-    /// Rejected with an error code; final.
-    Failed,
-    /// Failed unexpectedly too many times; `seatq retry` can requeue it.
-    Dead,
-}
-
-seatq_enum!(Status, "request_status");
 
 impl Status {
     /// Whether the request is finished.
     pub fn is_terminal(self) -> bool {
         !matches!(self, Status::Queued)
-    }
-
-    /// The status as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Queued => "queued",
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Dead => "dead",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        Some(match s {
-            "queued" => Status::Queued,
-            "succeeded" => Status::Succeeded,
-            "failed" => Status::Failed,
-            "dead" => Status::Dead,
-            _ => return None,
-        })
     }
 }
 
@@ -292,39 +225,18 @@ mod tests {
 
     #[test]
     fn serialised_codes_are_the_stored_ones() {
-        use ErrorCode::*;
-        let all = [
-            UnknownKind,
-            PayloadTooLarge,
-            UnknownField,
-            MissingField,
-            WrongType,
-            PartyOutOfRange,
-            HoldTimeOutOfRange,
-            TooManySeats,
-            DuplicateSeat,
-            InvalidRequest,
-            UnknownEvent,
-            UnknownSeat,
-            SoldOut,
-            SeatsTaken,
-            NoAdjacentSeats,
-            BookingNotFound,
-            NotYourHold,
-            HoldExpired,
-            BookingCancelled,
-            Internal,
-        ];
-        for code in all {
+        use strum::VariantArray as _;
+        for code in ErrorCode::VARIANTS {
             assert_eq!(serde_json::to_value(code).expect("JSON"), code.as_str(), "{code:?}");
+            assert_eq!(code.as_str().parse::<ErrorCode>(), Ok(*code));
         }
-        for status in [Status::Queued, Status::Succeeded, Status::Failed, Status::Dead] {
+        for status in Status::VARIANTS {
             assert_eq!(serde_json::to_value(status).expect("JSON"), status.as_str(), "{status:?}");
         }
-        for state in [BookingState::Held, BookingState::Booked, BookingState::Cancelled, BookingState::Expired] {
+        for state in BookingState::VARIANTS {
             assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");
         }
-        for state in [SeatState::Available, SeatState::Held, SeatState::Booked] {
+        for state in SeatState::VARIANTS {
             assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");
         }
     }

@@ -9,8 +9,8 @@ use crate::sql::{allocation, bookings};
 use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatInfo, SeatState};
 use seatq_core::request::{BookingRef, Request, SeatRequest};
 use seatq_core::sqlstate::is_lock_unavailable;
+use sqlx::Connection;
 use sqlx::postgres::PgConnection;
-use sqlx::{Connection, Row};
 
 use crate::Strategy;
 use crate::cheapest::{self, Wanted};
@@ -83,26 +83,14 @@ async fn take(
 /// that an in-flight transaction holds is contention (it may be given back),
 /// retried with backoff; `seats_taken` is answered from committed state.
 async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
-    let rows = match sqlx::query(allocation::LOCK_NAMED).bind(r.event).bind(&r.seats).fetch_all(&mut *conn).await {
+    let named = sqlx::query_as::<_, NamedSeat>(allocation::LOCK_NAMED).bind(r.event).bind(&r.seats);
+    let rows = match named.fetch_all(&mut *conn).await {
         Ok(rows) => rows,
         Err(e) if is_lock_unavailable(&e) => return Ok(Locked::No(Decision::Contended)),
         Err(e) => return Err(e.into()),
     };
-    let mut seats = Vec::with_capacity(rows.len());
-    let mut taken = Vec::new();
-    for row in &rows {
-        let seat = SeatInfo {
-            seat: row.try_get("seat")?,
-            class: row.try_get("class")?,
-            row: row.try_get("row")?,
-            pos: row.try_get("pos")?,
-            price_cents: row.try_get("price_cents")?,
-        };
-        if !row.try_get::<bool, _>("free")? {
-            taken.push(seat.seat);
-        }
-        seats.push(seat);
-    }
+    let taken: Vec<i32> = rows.iter().filter(|r| !r.free).map(|r| r.seat.seat).collect();
+    let seats: Vec<SeatInfo> = rows.into_iter().map(|r| r.seat).collect();
     let unknown: Vec<i32> = r.seats.iter().copied().filter(|n| !seats.iter().any(|s| s.seat == *n)).collect();
     if !unknown.is_empty() {
         return Ok(Locked::No(Decision::Reject(
@@ -147,9 +135,19 @@ async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
     Ok(Locked::No(Decision::Contended))
 }
 
+/// A named seat, locked, and whether it is free by committed state.
+#[derive(sqlx::FromRow)]
+struct NamedSeat {
+    #[sqlx(flatten)]
+    seat: SeatInfo,
+    free: bool,
+}
+
 /// Loaded and locked booking row.
+#[derive(sqlx::FromRow)]
 struct Booking {
     id: i64,
+    #[sqlx(rename = "event_id")]
     event: i64,
     customer: String,
     state: BookingState,
@@ -161,23 +159,14 @@ struct Booking {
 
 /// Lock the booking and check its owner. `Err(decision)` ends the request.
 async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Booking, Decision>, ProcessError> {
-    let row = match sqlx::query(bookings::LOCK_BOOKING).bind(r.booking).fetch_optional(&mut *conn).await {
-        Ok(row) => row,
-        Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
-        Err(e) => return Err(e.into()),
-    };
-    let Some(row) = row else {
+    let row =
+        match sqlx::query_as::<_, Booking>(bookings::LOCK_BOOKING).bind(r.booking).fetch_optional(&mut *conn).await {
+            Ok(row) => row,
+            Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
+            Err(e) => return Err(e.into()),
+        };
+    let Some(booking) = row else {
         return Ok(Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {} does not exist", r.booking))));
-    };
-    let booking = Booking {
-        id: row.try_get("id")?,
-        event: row.try_get("event_id")?,
-        customer: row.try_get("customer")?,
-        state: row.try_get("state")?,
-        seats: row.try_get("seats")?,
-        total_cents: row.try_get("total_cents")?,
-        held_until: row.try_get("held_until")?,
-        lapsed: row.try_get("lapsed")?,
     };
     if booking.customer != r.customer {
         return Ok(Err(Decision::Reject(

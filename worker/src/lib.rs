@@ -50,7 +50,8 @@ pub use worker::Worker;
 /// others exist so the benchmark can compare them side by side. As a command
 /// line value (`--strategy`), each is named in kebab case: `skip-locked`,
 /// `blocking`, `nowait`, `serializable`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Strategy {
     /// Lock what you can (`FOR UPDATE SKIP LOCKED`); if others hold seats the
     /// party needs, give back and retry with jittered backoff.
@@ -73,27 +74,15 @@ impl Strategy {
 
     /// The strategy's name on the command line.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::SkipLocked => "skip-locked",
-            Strategy::Blocking => "blocking",
-            Strategy::Nowait => "nowait",
-            Strategy::Serializable => "serializable",
-        }
-    }
-}
-
-impl std::fmt::Display for Strategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
 impl std::str::FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        use clap::ValueEnum as _;
-        Strategy::value_variants().iter().copied().find(|v| v.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Strategy::value_variants().iter().map(|v| v.as_str()).collect();
+        <Strategy as clap::ValueEnum>::from_str(s, false).map_err(|_| {
+            let names: Vec<&str> = <Strategy as clap::ValueEnum>::value_variants().iter().map(|v| v.as_str()).collect();
             format!("unknown strategy {s:?}: expected one of {}", names.join(", "))
         })
     }

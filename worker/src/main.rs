@@ -98,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(tool) = args.tool.take() {
         return print(tool);
     }
-    seatq_core::init_tracing(args.log_json, "info");
+    seatq_core::bin::init_tracing(args.log_json, "info");
     // Signal handlers before anything else, so that a signal arriving at any
     // later moment (while connecting, while waiting for the database) is seen.
     let term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -163,20 +163,6 @@ mod tests {
 
     #[test]
     fn every_argument_explains_itself() {
-        super::Args::command().debug_assert();
-        let mut cmd = super::Args::command();
-        cmd.build();
-        let mut missing = Vec::new();
-        for cmd in std::iter::once(&cmd).chain(cmd.get_subcommands()) {
-            if cmd.get_about().is_none() {
-                missing.push(cmd.get_name().to_string());
-            }
-            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
-                if arg.get_help().is_none() {
-                    missing.push(format!("{} {}", cmd.get_name(), arg.get_id()));
-                }
-            }
-        }
-        assert!(missing.is_empty(), "without help: {missing:?}");
+        seatq_core::bin::assert_documented(super::Args::command());
     }
 }

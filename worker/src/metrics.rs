@@ -77,65 +77,9 @@ const ABANDON_AFTER: Duration = Duration::from_secs(1);
 const KINDS: [&str; 5] = ["hold", "book", "confirm", "cancel", "unknown"];
 
 /// Every error code, each an `outcome` label value besides `succeeded` (and
-/// `other`, for anything else). [`listed_at`] below fails to compile when a
-/// code is added to [`ErrorCode`], until it is listed here too.
-const ERROR_CODES: [ErrorCode; 20] = [
-    ErrorCode::UnknownKind,
-    ErrorCode::PayloadTooLarge,
-    ErrorCode::UnknownField,
-    ErrorCode::MissingField,
-    ErrorCode::WrongType,
-    ErrorCode::PartyOutOfRange,
-    ErrorCode::HoldTimeOutOfRange,
-    ErrorCode::TooManySeats,
-    ErrorCode::DuplicateSeat,
-    ErrorCode::InvalidRequest,
-    ErrorCode::UnknownEvent,
-    ErrorCode::UnknownSeat,
-    ErrorCode::SoldOut,
-    ErrorCode::SeatsTaken,
-    ErrorCode::NoAdjacentSeats,
-    ErrorCode::BookingNotFound,
-    ErrorCode::NotYourHold,
-    ErrorCode::HoldExpired,
-    ErrorCode::BookingCancelled,
-    ErrorCode::Internal,
-];
-
-/// Where `code` stands in [`ERROR_CODES`]: an exhaustive match, so a new code
-/// cannot be forgotten there.
-const fn listed_at(code: ErrorCode) -> usize {
-    match code {
-        ErrorCode::UnknownKind => 0,
-        ErrorCode::PayloadTooLarge => 1,
-        ErrorCode::UnknownField => 2,
-        ErrorCode::MissingField => 3,
-        ErrorCode::WrongType => 4,
-        ErrorCode::PartyOutOfRange => 5,
-        ErrorCode::HoldTimeOutOfRange => 6,
-        ErrorCode::TooManySeats => 7,
-        ErrorCode::DuplicateSeat => 8,
-        ErrorCode::InvalidRequest => 9,
-        ErrorCode::UnknownEvent => 10,
-        ErrorCode::UnknownSeat => 11,
-        ErrorCode::SoldOut => 12,
-        ErrorCode::SeatsTaken => 13,
-        ErrorCode::NoAdjacentSeats => 14,
-        ErrorCode::BookingNotFound => 15,
-        ErrorCode::NotYourHold => 16,
-        ErrorCode::HoldExpired => 17,
-        ErrorCode::BookingCancelled => 18,
-        ErrorCode::Internal => 19,
-    }
-}
-
-const _: () = {
-    let mut i = 0;
-    while i < ERROR_CODES.len() {
-        assert!(listed_at(ERROR_CODES[i]) == i, "ERROR_CODES lists every error code once, in order");
-        i += 1;
-    }
-};
+/// `other`, for anything else); strum lists them from the enum itself, so a
+/// new code has its series at once.
+const ERROR_CODES: &[ErrorCode] = <ErrorCode as strum::VariantArray>::VARIANTS;
 
 /// `outcome` label values: `succeeded`, the error codes, `other`.
 const OUTCOMES: usize = ERROR_CODES.len() + 2;

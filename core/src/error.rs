@@ -49,7 +49,7 @@ pub enum Error {
     Timeout(i64),
     /// The connection was lost while a transaction was committing, and
     /// whether it committed could not be found out (see
-    /// [`crate::client::Client::enqueue_all`]).
+    /// `seatq::Client::enqueue_all`).
     #[error(
         "the connection was lost while transaction {xid} was committing and its fate is unknown: \
          ask the server with SELECT pg_xact_status('{xid}') before trying again ({source})"

@@ -58,7 +58,7 @@ pub struct Report {
     /// Requests claimed but left untouched for the next batch (past
     /// [`MAX_SAVEPOINTS`]): they are due now.
     pub left_over: usize,
-    /// The claim's ticket (see [`Wake`]); 0 without one.
+    /// The claim's ticket (see `Wake`); 0 without one.
     pub ticket: u64,
 }
 

@@ -3,42 +3,48 @@
 //!
 //! # Layout
 //!
+//! A file a concern, named after what it does:
+//!
 //! - [`worker`]: the process: batch loops, LISTEN wake-ups with a fallback
 //!   poll, the sweeper, graceful shutdown;
-//! - [`wake`]: which loop claims next, and when a claim would find nothing;
+//! - `wake`: which loop claims next, and when a claim would find nothing;
 //! - [`batch`]: one claim-process-record transaction;
-//! - [`record`]: the outcome a batch records for each request;
-//! - [`cheapest`]: cheapest-first holds and bookings for a whole batch in a
+//! - `record`: the outcome a batch records for each request;
+//! - `cheapest`: cheapest-first holds and bookings for a whole batch in a
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
-//! - [`allocate`]: one request's seat changes under its own savepoint (named
+//! - `allocate`: one request's seat changes under its own savepoint (named
 //!   and adjacent seats, confirm, cancel);
-//! - [`decision`]: what processing a request comes to;
-//! - [`grant`]: seats granted to requests, made into bookings;
-//! - [`periodic`]: the shape of the background tasks below;
+//! - `decision`: what processing a request comes to;
+//! - `grant`: seats granted to requests, made into bookings;
+//! - `periodic`: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
-//! - [`registry`]: registration and heartbeats in `seatq.workers`;
-//! - [`retention`]: pruning of old finished requests;
+//! - `registry`: registration and heartbeats in `seatq.workers`;
+//! - `retention`: pruning of old finished requests;
 //! - [`metrics`]: Prometheus `/metrics` and `/healthz`;
-//! - [`warm`]: a worker's connections warmed before its first batch;
-//! - [`fault`]: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
+//! - `warm`: a worker's connections warmed before its first batch;
+//! - `fault`: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
 //!
-//! SQL lives in the shared `seatq` crate ([`seatq_core::sql`]).
+//! - [`sql`]: every statement the worker runs (those it shares with
+//!   producers are in [`seatq_core::sql`]).
+//!
+//! The public modules are what a test or a benchmark drives directly; the
+//! rest is the worker's own.
 
-pub mod allocate;
+mod allocate;
 pub mod batch;
-pub mod cheapest;
-pub mod decision;
-pub mod fault;
-pub mod grant;
+mod cheapest;
+mod decision;
+mod fault;
+mod grant;
 pub mod metrics;
-pub mod periodic;
-pub mod record;
-pub mod registry;
-pub mod retention;
+mod periodic;
+mod record;
+mod registry;
+mod retention;
 pub mod sql;
 pub mod sweeper;
-pub mod wake;
-pub mod warm;
+mod wake;
+mod warm;
 pub mod worker;
 
 use std::time::Duration;

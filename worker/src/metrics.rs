@@ -395,7 +395,7 @@ struct Served {
 
 /// Serve `/metrics` and `/healthz` until `shutdown` is cancelled: no new
 /// connections then, answers in progress end at once (503), and connections
-/// still open [`ABANDON_AFTER`] later (a client that never sent its
+/// still open `ABANDON_AFTER` later (a client that never sent its
 /// request) are abandoned.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, pool: PgPool, shutdown: CancellationToken) {
     let app = Router::new()

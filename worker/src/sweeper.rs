@@ -37,7 +37,7 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
     }
 }
 
-/// One pass: up to [`SWEEP_BATCH`] seats and holds, in one short transaction.
+/// One pass: up to `SWEEP_BATCH` seats and holds, in one short transaction.
 /// Returns what it did and whether more may be left.
 pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
     let mut tx = pool.begin().await?;

@@ -211,9 +211,9 @@ pub async fn run(
         if let Some(c) = &mut checkout {
             c.follow_up(&pool, &mut rng).await?;
         }
-        // Looking at the queue costs the server too (counting 60,000 queued
-        // requests 20 times a second took a tenth of a core from the
-        // workers): four times a second, and a count only for the bar.
+        // Looking at the queue costs the server CPU the workers would
+        // otherwise have (counting a deep queue is not free): look seldom,
+        // and count only for the bar.
         if tick % 5 != 0 {
             continue;
         }

@@ -161,8 +161,7 @@ async fn hold_wait_prints_the_outcome_and_exits_0() {
     assert!(record["idempotency_key"].as_str().is_some_and(|k| k.starts_with("cli-")), "a generated key: {record}");
 
     workers.stop().await;
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,8 +352,7 @@ async fn a_wait_retries_through_a_lost_connection() {
     assert_eq!(count_requests(&db).await, 1);
     workers.stop().await;
     proxy.stop();
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]

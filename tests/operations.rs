@@ -87,8 +87,7 @@ async fn dead_requests_can_be_retried() {
         let r = db.client.status(*id).await.unwrap();
         assert_eq!((r.status, r.error_code.as_deref()), (Status::Succeeded, None), "{r:?}");
     }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -283,8 +282,7 @@ async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
     db.assert_invariants(false).await;
     assert!(db.client.workers().await.unwrap().is_empty(), "deregistered on the way out");
     db.drain().await;
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -343,8 +341,7 @@ async fn a_second_signal_exits_at_once_and_loses_nothing() {
     // Without fault injection, fault:hang is an ordinary customer.
     Worker::new(db.pool.clone(), Config::default()).drain().await.unwrap();
     assert_eq!(db.seats_taken(ev).await, 4);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 /// This test binary never turns fault injection on in-process (only in the

@@ -94,8 +94,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     for id in [mine, by_fn] {
         assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
     }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]

@@ -74,6 +74,35 @@ impl TestDb {
         assert!(violations.is_empty(), "invariants broken: {violations:#?}");
     }
 
+    /// How every test that books seats ends: every invariant holds with the
+    /// queue drained ([`TestDb::assert_invariants`]), then the database is dropped.
+    pub async fn assert_invariants_and_close(self) {
+        self.assert_invariants(true).await;
+        self.close().await;
+    }
+
+    /// The finished (or not) requests `ids`, in that order.
+    pub async fn records(&self, ids: &[i64]) -> Vec<RequestRecord> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.client.status(*id).await.unwrap_or_else(|e| panic!("status of request {id}: {e}")));
+        }
+        out
+    }
+
+    /// The states of the seats numbered `seats` of an event, in seat order.
+    pub async fn seat_states(&self, event: i64, seats: impl IntoIterator<Item = i32>) -> Vec<String> {
+        let seats: Vec<i32> = seats.into_iter().collect();
+        sqlx::query_scalar(
+            "SELECT state::text FROM seatq.seats WHERE event_id = $1 AND seat_no = ANY($2) ORDER BY seat_no",
+        )
+        .bind(event)
+        .bind(&seats)
+        .fetch_all(&self.pool)
+        .await
+        .unwrap_or_else(|e| panic!("states of seats {seats:?} of event {event}: {e}"))
+    }
+
     /// Seats taken (held and live, or booked) on an event.
     pub async fn seats_taken(&self, event: i64) -> i64 {
         self.client.seats_taken(event).await.expect("count seats")
@@ -215,6 +244,12 @@ impl WorkerProcess {
     pub fn signal(&self, sig: &str) {
         let ok = std::process::Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status();
         assert!(ok.is_ok_and(|s| s.success()), "kill -{sig} {}", self.pid());
+    }
+
+    /// SIGTERM, then wait for the exit (see [`WorkerProcess::wait_exit`]).
+    pub fn terminate(self, limit: Duration) -> Option<i32> {
+        self.signal("TERM");
+        self.wait_exit(limit)
     }
 
     /// SIGKILL and reap.

@@ -3,7 +3,7 @@
 mod common;
 
 use chrono::Utc;
-use common::{TestDb, code, hold};
+use common::{TestDb, bookings, code, hold};
 use seatq::{BookingRef, BookingState, NewRequest, Request, SeatRequest, Status};
 
 /// A test database with one event of 60 seats, six to a row: class 1 = seats
@@ -294,7 +294,7 @@ async fn a_big_batch_for_one_class_still_takes_only_the_cheapest_level_while_it_
     let (db, ev) = big_venue().await;
     let levels = class_3_levels(&db, ev).await;
     assert!(levels.len() == 2 && levels[0].1 > 60, "{levels:?}");
-    let requests: Vec<NewRequest> = (0..20).map(|n| Request::Book(hold(ev, 3, 3, &format!("c{n}"))).into()).collect();
+    let requests = bookings(ev, 3, 3, 20);
     let ids = db.client.enqueue_many(&requests).await.unwrap();
     db.drain().await;
     for r in db.records(&ids).await {
@@ -312,7 +312,7 @@ async fn a_big_batch_takes_the_whole_cheapest_level_before_any_dearer_seat() {
     // 40 parties of 4: more than the cheapest level holds, less than the class.
     let need = 160;
     assert!(levels.len() == 2 && levels[0].1 < need && levels[0].1 + levels[1].1 > need, "{levels:?}");
-    let requests: Vec<NewRequest> = (0..40).map(|n| Request::Book(hold(ev, 3, 4, &format!("c{n}"))).into()).collect();
+    let requests = bookings(ev, 3, 4, 40);
     let ids = db.client.enqueue_many(&requests).await.unwrap();
     db.drain().await;
     for r in db.records(&ids).await {

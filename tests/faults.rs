@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestDb, WorkerProcess, code, eventually, hold, worker_hangs_in_transaction};
+use common::{TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
 use seatq::{NewRequest, Request, SeatRequest, Status};
 
 async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
@@ -17,8 +17,7 @@ async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
 /// Five bookings and one that hangs, in one batch: the victim holds seat
 /// changes for the five, uncommitted, when it dies.
 async fn batch_with_a_hang(db: &TestDb, event: i64) -> Vec<i64> {
-    let mut batch: Vec<NewRequest> =
-        (0..5).map(|n| Request::Book(hold(event, 3, 2, &format!("c{n}"))).into()).collect();
+    let mut batch = bookings(event, 3, 2, 5);
     batch.push(Request::Book(hold(event, 3, 2, "fault:hang")).into());
     db.client.enqueue_many(&batch).await.unwrap()
 }
@@ -199,8 +198,7 @@ struct Culprit<'a> {
 /// cleanly on SIGTERM.
 async fn one_dead_among_six(db: &TestDb, culprit: Culprit<'_>) -> seatq::RequestRecord {
     let event = db.client.add_event("E", 60, 6).await.unwrap();
-    let mut batch: Vec<NewRequest> =
-        (0..6).map(|n| Request::Book(hold(event, 3, 1, &format!("c{n}"))).into()).collect();
+    let mut batch = bookings(event, 3, 1, 6);
     batch.insert(culprit.at, Request::Book(hold(event, 3, 1, culprit.customer)).into());
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     sqlx::query("UPDATE seatq.requests SET max_attempts = 2").execute(&db.pool).await.unwrap();

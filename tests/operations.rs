@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, TestDb, WorkerProcess, code, eventually, hold, worker_hangs_in_transaction};
+use common::{Running, TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
 use seatq::{Request, Status};
 use seatq_worker::{Config, Worker};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -83,8 +83,7 @@ async fn dead_requests_can_be_retried() {
     rest.sort_unstable();
     assert_eq!(rest, ids[1..]);
     db.drain().await;
-    for id in &ids {
-        let r = db.client.status(*id).await.unwrap();
+    for r in db.records(&ids).await {
         assert_eq!((r.status, r.error_code.as_deref()), (Status::Succeeded, None), "{r:?}");
     }
     db.assert_invariants_and_close().await;
@@ -94,11 +93,7 @@ async fn dead_requests_can_be_retried() {
 async fn retention_prunes_old_finished_requests_only() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 60, 6).await.unwrap();
-    let mut ids = Vec::new();
-    for n in 0..2500 {
-        ids.push(Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into());
-    }
-    let ids = db.client.enqueue_many(&ids).await.unwrap();
+    let ids = db.client.enqueue_many(&bookings(ev, 3, 1, 2500)).await.unwrap();
     db.drain().await;
     // 2,400 finished eight days ago, the rest recently; one more still queued.
     sqlx::query("UPDATE seatq.requests SET finished_at = now() - interval '8 days' WHERE id <= $1")
@@ -152,8 +147,7 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
         let (worker, token) = (worker.clone(), shutdown.clone());
         async move { worker.run(token).await }
     });
-    let mut batch: Vec<seatq::NewRequest> =
-        (0..3).map(|n| Request::Book(hold(ev, 1, 2, &format!("c{n}"))).into()).collect();
+    let mut batch = bookings(ev, 1, 2, 3);
     batch.push(Request::Book(hold(ev, 1, 9, "big")).into());
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     db.client.wait_all(&ids, Some(Duration::from_secs(60))).await.unwrap();
@@ -247,7 +241,7 @@ async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
     // its batch transaction, so the signal arrives while a batch is in hand.
     let args = ["--concurrency", "1", "--batch-size", "1"];
     let worker = WorkerProcess::start(&db, "w", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
-    let backlog: Vec<_> = (0..20).map(|n| Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into()).collect();
+    let backlog = bookings(ev, 3, 1, 20);
     // Catch a slow request while it is claimed. Should one finish before we
     // look (a very slow test machine), try again with another.
     let mut slow = None;
@@ -362,7 +356,7 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     .execute(&db.pool)
     .await
     .unwrap();
-    let batch: Vec<_> = (0..100).map(|n| Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into()).collect();
+    let batch = bookings(ev, 3, 1, 100);
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     sqlx::query("ANALYZE seatq.requests").execute(&db.pool).await.unwrap();
 

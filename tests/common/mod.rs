@@ -70,8 +70,7 @@ impl TestDb {
 
     /// Assert every seatq invariant holds.
     pub async fn assert_invariants(&self, drained: bool) {
-        let violations = self.client.check_invariants(drained).await.expect("check invariants");
-        assert!(violations.is_empty(), "invariants broken: {violations:#?}");
+        assert_invariants(&self.client, drained).await;
     }
 
     /// How every test that books seats ends: every invariant holds with the
@@ -121,6 +120,12 @@ impl TestDb {
             let _ = conn.close().await;
         }
     }
+}
+
+/// Assert every seatq invariant holds on the database `client` reaches.
+pub async fn assert_invariants(client: &Client, drained: bool) {
+    let violations = client.check_invariants(drained).await.expect("check invariants");
+    assert!(violations.is_empty(), "invariants broken: {violations:#?}");
 }
 
 /// A connection to the test server's `postgres` database, to create and drop
@@ -191,6 +196,12 @@ impl Running {
 
 pub fn hold(event: i64, class: i16, party: u32, customer: &str) -> SeatRequest {
     SeatRequest::new(event, class, party, customer)
+}
+
+/// `n` cheapest-first bookings of `party` seats of `class`, for customers
+/// c0, c1, ...
+pub fn bookings(event: i64, class: i16, party: u32, n: usize) -> Vec<NewRequest> {
+    (0..n).map(|k| Request::Book(hold(event, class, party, &format!("c{k}"))).into()).collect()
 }
 
 /// The error code of a finished request, or "succeeded".

@@ -262,9 +262,7 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     assert_eq!(left, [Status::Queued, Status::Queued], "only the latest claimed wait for the next batch");
 
     db.drain().await;
-    for r in db.records(&ids).await {
-        assert_eq!(r.status, Status::Succeeded, "{r:?}");
-    }
+    db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(ev).await, ids.len() as i64);
     db.assert_invariants_and_close().await;
 }
@@ -315,9 +313,7 @@ async fn a_big_batch_takes_the_whole_cheapest_level_before_any_dearer_seat() {
     let requests = bookings(ev, 3, 4, 40);
     let ids = db.client.enqueue_many(&requests).await.unwrap();
     db.drain().await;
-    for r in db.records(&ids).await {
-        assert_eq!(r.status, Status::Succeeded, "{r:?}");
-    }
+    db.assert_all_succeeded(&ids).await;
     let cheap = levels[0].1;
     assert_eq!(class_3_taken(&db, ev).await, vec![(levels[0].0, cheap), (levels[1].0, need - cheap)]);
     assert_eq!(db.seats_taken(ev).await, need);

@@ -136,9 +136,7 @@ async fn a_worker_runs_at_most_max_active_batches_at_once() {
     }
     assert!(done, "the six bookings never finished");
     assert_eq!(most, 2, "two batches at a time, never more (and the two do run together)");
-    for id in &ids {
-        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(event).await, 12);
     assert_eq!(db.seats_granted(event).await, 12);
     worker.kill();

@@ -360,22 +360,24 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     sqlx::query("ANALYZE seatq.requests").execute(&db.pool).await.unwrap();
 
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_worker::sql::claim::CLAIM_BATCH.replace("$1", "32"));
-    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
-    let plan = plan.to_string();
-    assert!(plan.contains("\"Index Name\":\"requests_ready\""), "claim plan: {plan}");
-    assert!(!plan.contains("Seq Scan"), "claim plan: {plan}");
-
+    let claim = seatq_worker::sql::claim::CLAIM_BATCH.replace("$1", "32");
+    assert_seeks_index(&db, &claim, "requests_ready", "claim plan").await;
     // So does the queue count every /metrics scrape makes.
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_core::sql::stats::QUEUED_NOW);
-    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
-    let plan = plan.to_string();
-    assert!(plan.contains("\"Index Name\":\"requests_ready\""), "queue count plan: {plan}");
-    assert!(!plan.contains("Seq Scan"), "queue count plan: {plan}");
+    assert_seeks_index(&db, seatq_core::sql::stats::QUEUED_NOW, "requests_ready", "queue count plan").await;
 
     db.drain().await;
     db.client.wait_all(&ids, Some(Duration::ZERO)).await.expect("all 100 processed");
     db.close().await;
+}
+
+/// Assert the plan of `sql` (a statement without parameters) reads through
+/// `index` and scans no table whole.
+async fn assert_seeks_index(db: &TestDb, sql: &str, index: &str, what: &str) {
+    let explain = format!("EXPLAIN (FORMAT JSON) {sql}");
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
+    let plan = plan.to_string();
+    assert!(plan.contains(&format!("\"Index Name\":\"{index}\"")), "{what}: {plan}");
+    assert!(!plan.contains("Seq Scan"), "{what}: {plan}");
 }
 
 #[tokio::test]

@@ -114,9 +114,7 @@ async fn requests_left_over_by_a_full_batch_are_processed_at_once() {
         .collect();
     let ids = db.client.enqueue_all(&batch, &seatq::client::Retry::NEVER).await.unwrap();
     db.client.wait_all(&ids, Some(Duration::from_secs(60))).await.expect("every request finished");
-    for id in ids {
-        assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(ev).await, n as i64);
     workers.stop().await;
     db.assert_invariants_and_close().await;

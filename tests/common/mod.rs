@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest};
+use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
@@ -87,6 +87,13 @@ impl TestDb {
             out.push(self.client.status(*id).await.unwrap_or_else(|e| panic!("status of request {id}: {e}")));
         }
         out
+    }
+
+    /// Assert every request of `ids` has succeeded.
+    pub async fn assert_all_succeeded(&self, ids: &[i64]) {
+        for r in self.records(ids).await {
+            assert_eq!(r.status, Status::Succeeded, "request {} of {ids:?}: {r:?}", r.id);
+        }
     }
 
     /// The states of the seats numbered `seats` of an event, in seat order.

@@ -22,8 +22,9 @@ async fn batch_with_a_hang(db: &TestDb, event: i64) -> Vec<i64> {
     db.client.enqueue_many(&batch).await.unwrap()
 }
 
-/// On a test database of its own: the victim hangs mid-batch; `stop` ends it (SIGKILL or SIGSTOP); a survivor
-/// must finish every request. Returns the time from `stop` to the last outcome.
+/// On a test database of its own, the victim hangs mid-batch; `stop` ends it
+/// (SIGKILL or SIGSTOP); a survivor must finish every request. Returns the
+/// time from `stop` to the last outcome.
 async fn take_over(stop: &str) -> Duration {
     let db = TestDb::new().await;
     let event = db.client.add_event("E", 100, 6).await.unwrap();

@@ -3,22 +3,23 @@
 mod common;
 
 use chrono::Utc;
-use common::{TestDb, code, hold};
+use common::{TestDb, bookings, code, hold};
 use seatq::{BookingRef, BookingState, NewRequest, Request, SeatRequest, Status};
 
-/// 60 seats, six to a row: class 1 = seats 1-19, class 2 = 20-49, class 3 = 50-60;
-/// cheapest of class 3 are 56-60.
-async fn event(db: &TestDb) -> i64 {
-    db.client.add_event("Flight T", 60, 6).await.unwrap()
+/// A test database with one event of 60 seats, six to a row: class 1 = seats
+/// 1-19, class 2 = 20-49, class 3 = 50-60; cheapest of class 3 are 56-60.
+async fn flight() -> (TestDb, i64) {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Flight T", 60, 6).await.unwrap();
+    (db, ev)
 }
 
-async fn seat_state(db: &TestDb, event: i64, seat: i32) -> String {
-    sqlx::query_scalar("SELECT state::text FROM seatq.seats WHERE event_id = $1 AND seat_no = $2")
-        .bind(event)
-        .bind(seat)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap()
+/// A test database with one event of 300 seats, six to a row, whose class 3
+/// has two price levels.
+async fn big_venue() -> (TestDb, i64) {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    (db, ev)
 }
 
 fn seats_of(r: &seatq::RequestRecord) -> Vec<i32> {
@@ -27,8 +28,7 @@ fn seats_of(r: &seatq::RequestRecord) -> Vec<i32> {
 
 #[tokio::test]
 async fn hold_takes_the_cheapest_seats_and_reports_them() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     let r = db.run(Request::Hold(hold(ev, 3, 3, "ann"))).await;
     assert_eq!(r.status, Status::Succeeded, "{r:?}");
     let b = r.booking().unwrap();
@@ -38,50 +38,42 @@ async fn hold_takes_the_cheapest_seats_and_reports_them() {
     assert_eq!(b.state, BookingState::Held);
     let left = (b.held_until.unwrap() - Utc::now()).num_seconds();
     assert!((590..=600).contains(&left), "default hold is 10 minutes, {left}s left");
-    assert_eq!(seat_state(&db, ev, 56).await, "held");
-    db.assert_invariants(true).await;
-    db.close().await;
+    assert_eq!(db.seat_states(ev, [56]).await, ["held"]);
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn book_confirms_at_once() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     let r = db.run(Request::Book(hold(ev, 2, 4, "bob"))).await;
     let b = r.booking().unwrap();
     assert_eq!((b.state.as_str(), b.held_until), ("booked", None));
     assert_eq!(seats_of(&r), vec![35, 36, 37, 38]);
-    for s in 35..=38 {
-        assert_eq!(seat_state(&db, ev, s).await, "booked");
-    }
-    db.assert_invariants(true).await;
-    db.close().await;
+    assert_eq!(db.seat_states(ev, 35..=38).await, ["booked"; 4]);
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn named_seats_are_all_or_nothing() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     let r = db.run(Request::Book(SeatRequest::named(ev, vec![2, 3], "bob"))).await;
     assert_eq!(seats_of(&r), vec![2, 3]);
 
     let r = db.run(Request::Hold(SeatRequest::named(ev, vec![3, 4], "cat"))).await;
     assert_eq!(code(&r), "seats_taken");
     assert!(r.error_message.as_deref().unwrap().contains('3'), "{r:?}");
-    assert_eq!(seat_state(&db, ev, 4).await, "available", "nothing taken when one named seat is not free");
+    assert_eq!(db.seat_states(ev, [4]).await, ["available"], "nothing taken when one named seat is not free");
 
     let r = db.run(Request::Book(SeatRequest::named(ev, vec![4, 61], "cat"))).await;
     assert_eq!(code(&r), "unknown_seat");
     assert!(r.error_message.as_deref().unwrap().contains("61"), "{r:?}");
-    assert_eq!(seat_state(&db, ev, 4).await, "available");
-    db.assert_invariants(true).await;
-    db.close().await;
+    assert_eq!(db.seat_states(ev, [4]).await, ["available"]);
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn together_seats_a_party_side_by_side_or_fails_clearly() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     let mut r = hold(ev, 1, 4, "dan");
     r.together = true;
     let done = db.run(Request::Hold(r)).await;
@@ -102,8 +94,7 @@ async fn together_seats_a_party_side_by_side_or_fails_clearly() {
     three.together = true;
     let r = db.run(Request::Book(three)).await;
     assert_eq!(seats_of(&r), vec![10, 11, 12], "cheapest adjacent block");
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -126,14 +117,12 @@ async fn sold_out_unless_partial() {
     assert_eq!(code(&r), "sold_out");
     assert!(r.error_message.as_deref().unwrap().starts_with("0 seat(s)"), "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 5);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn confirm_and_cancel_are_owner_checked() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     let booking = db.run(Request::Hold(hold(ev, 2, 2, "ann"))).await.booking().unwrap().booking;
     let by = |customer: &str| BookingRef { booking, customer: customer.into() };
 
@@ -145,7 +134,7 @@ async fn confirm_and_cancel_are_owner_checked() {
 
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(r.booking().unwrap().state, BookingState::Booked);
-    assert_eq!(seat_state(&db, ev, 35).await, "booked");
+    assert_eq!(db.seat_states(ev, [35]).await, ["booked"]);
     // Confirming twice is safe: the same answer.
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(r.booking().unwrap().state, BookingState::Booked);
@@ -153,20 +142,18 @@ async fn confirm_and_cancel_are_owner_checked() {
     let r = db.run(Request::Cancel(by("ann"))).await;
     assert_eq!(r.booking().unwrap().state, BookingState::Cancelled);
     assert_eq!(db.seats_taken(ev).await, 0);
-    assert_eq!(seat_state(&db, ev, 35).await, "available");
+    assert_eq!(db.seat_states(ev, [35]).await, ["available"]);
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(code(&r), "booking_cancelled");
 
     let r = db.run(Request::Confirm(BookingRef { booking: 9999, customer: "ann".into() })).await;
     assert_eq!(code(&r), "booking_not_found");
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn confirm_after_expiry_fails_with_hold_expired() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     let mut r = hold(ev, 1, 2, "ann");
     r.hold_seconds = Some(1);
     let booking = db.run(Request::Hold(r)).await.booking().unwrap().booking;
@@ -176,8 +163,7 @@ async fn confirm_after_expiry_fails_with_hold_expired() {
     let r = db.run(Request::Cancel(BookingRef { booking, customer: "ann".into() })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 0);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -192,8 +178,7 @@ async fn unknown_event_and_unknown_kind() {
     let r = db.client.status(id).await.unwrap();
     assert_eq!((r.status, code(&r)), (Status::Failed, "unknown_kind"));
     assert!(r.error_message.as_deref().unwrap().contains("reserve"));
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 /// The cheapest seat of a class: the one a cheapest-first request gets first.
@@ -210,8 +195,7 @@ async fn cheapest_seat(db: &TestDb, event: i64, class: i16) -> i32 {
 
 #[tokio::test]
 async fn a_named_seat_claimed_first_is_not_lost_to_a_later_cheapest_first_request_of_the_same_batch() {
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     // Older first: the named book, then a cheapest-first book that wants the same seat.
     let seat = cheapest_seat(&db, ev, 3).await;
     let older = NewRequest::from(Request::Book(SeatRequest::named(ev, vec![seat], "ann")));
@@ -224,10 +208,7 @@ async fn a_named_seat_claimed_first_is_not_lost_to_a_later_cheapest_first_reques
     let ids = db.client.enqueue_many(&[older, newer, low, high]).await.unwrap();
     db.drain().await; // one batch: the drain claims up to 100
 
-    let mut r = Vec::new();
-    for id in &ids {
-        r.push(db.client.status(*id).await.unwrap());
-    }
+    let r = db.records(&ids).await;
     let [ann, bob, cat, dan] = &r[..] else { unreachable!() };
     for r in &r {
         assert_eq!(r.status, Status::Succeeded, "{r:?}");
@@ -237,8 +218,7 @@ async fn a_named_seat_claimed_first_is_not_lost_to_a_later_cheapest_first_reques
     assert_eq!(seats_of(dan), [seat_1], "the higher-priority named request keeps its seat");
     assert!(!seats_of(cat).contains(&seat_1), "{cat:?}");
     assert_eq!(db.seats_taken(ev).await, 4);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -257,15 +237,13 @@ async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
     assert_eq!(held.status, Status::Succeeded, "{held:?}");
     assert_eq!(seats_of(&held).len(), 2);
     assert_eq!(db.seats_taken(ev).await, 2);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_queued() {
     use seatq_worker::batch::{self, Claim, MAX_SAVEPOINTS};
-    let db = TestDb::new().await;
-    let ev = event(&db).await;
+    let (db, ev) = flight().await;
     // One named request more than a batch processes one at a time, then a
     // cheapest-first one: the last two claimed must be the two left over.
     let mut requests: Vec<NewRequest> = (1..=MAX_SAVEPOINTS as i32 + 1)
@@ -278,21 +256,15 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     let strategy = seatq_worker::Strategy::SkipLocked;
     let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
     assert_eq!((report.claimed, report.finished), (ids.len(), MAX_SAVEPOINTS));
-    let mut statuses = Vec::new();
-    for id in &ids {
-        statuses.push(db.client.status(*id).await.unwrap().status);
-    }
+    let statuses: Vec<Status> = db.records(&ids).await.iter().map(|r| r.status).collect();
     let (done, left) = statuses.split_at(MAX_SAVEPOINTS);
     assert!(done.iter().all(|s| *s == Status::Succeeded), "{statuses:?}");
     assert_eq!(left, [Status::Queued, Status::Queued], "only the latest claimed wait for the next batch");
 
     db.drain().await;
-    for id in &ids {
-        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(ev).await, ids.len() as i64);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 /// Class 3's price levels, cheapest first: (price, seats, seats taken).
@@ -317,48 +289,40 @@ async fn a_big_batch_for_one_class_still_takes_only_the_cheapest_level_while_it_
     // 20 parties of 3 in one batch: 60 seats, enough to start at a random
     // seat of the cheapest level (SPREAD_FROM_NEED) rather than at its head.
     const { assert!(60 >= seatq_worker::sql::allocation::SPREAD_FROM_NEED) };
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let (db, ev) = big_venue().await;
     let levels = class_3_levels(&db, ev).await;
     assert!(levels.len() == 2 && levels[0].1 > 60, "{levels:?}");
-    let requests: Vec<NewRequest> = (0..20).map(|n| Request::Book(hold(ev, 3, 3, &format!("c{n}"))).into()).collect();
+    let requests = bookings(ev, 3, 3, 20);
     let ids = db.client.enqueue_many(&requests).await.unwrap();
     db.drain().await;
-    for id in &ids {
-        let r = db.client.status(*id).await.unwrap();
+    for r in db.records(&ids).await {
         assert_eq!(r.status, Status::Succeeded, "{r:?}");
         assert!(r.booking().unwrap().seats.iter().all(|s| s.price_cents == levels[0].0), "{r:?}");
     }
     assert_eq!(class_3_taken(&db, ev).await, vec![(levels[0].0, 60), (levels[1].0, 0)]);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn a_big_batch_takes_the_whole_cheapest_level_before_any_dearer_seat() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let (db, ev) = big_venue().await;
     let levels = class_3_levels(&db, ev).await;
     // 40 parties of 4: more than the cheapest level holds, less than the class.
     let need = 160;
     assert!(levels.len() == 2 && levels[0].1 < need && levels[0].1 + levels[1].1 > need, "{levels:?}");
-    let requests: Vec<NewRequest> = (0..40).map(|n| Request::Book(hold(ev, 3, 4, &format!("c{n}"))).into()).collect();
+    let requests = bookings(ev, 3, 4, 40);
     let ids = db.client.enqueue_many(&requests).await.unwrap();
     db.drain().await;
-    for id in &ids {
-        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&ids).await;
     let cheap = levels[0].1;
     assert_eq!(class_3_taken(&db, ev).await, vec![(levels[0].0, cheap), (levels[1].0, need - cheap)]);
     assert_eq!(db.seats_taken(ev).await, need);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn the_spread_start_skips_held_seats_and_empties_the_cheapest_level_before_the_next() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let (db, ev) = big_venue().await;
     let levels = class_3_levels(&db, ev).await;
     assert_eq!(levels.len(), 2, "{levels:?}");
     // Another transaction holds every seat of the cheapest level but its
@@ -406,15 +370,13 @@ async fn the_spread_start_skips_held_seats_and_empties_the_cheapest_level_before
     }
     other.rollback().await.unwrap();
     assert_eq!(db.seats_taken(ev).await, 0, "locks only: nothing was taken");
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn only_groups_of_spread_from_need_seats_or_more_take_the_spread_path() {
     use seatq_worker::sql::allocation::{LOCK_CHEAPEST, SPREAD_FROM_NEED};
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let (db, ev) = big_venue().await;
     // How often the statement calls the function, counted for this
     // transaction alone (pg_stat_xact_user_functions).
     async fn calls_for(db: &TestDb, event: i64, need: i32) -> (usize, i64) {
@@ -441,8 +403,7 @@ async fn only_groups_of_spread_from_need_seats_or_more_take_the_spread_path() {
     assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED - 1).await, (SPREAD_FROM_NEED as usize - 1, 0));
     assert_eq!(calls_for(&db, ev, SPREAD_FROM_NEED).await, (SPREAD_FROM_NEED as usize, 1));
     assert_eq!(db.seats_taken(ev).await, 0, "locks only: nothing was taken");
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 /// Statuses and states are read and bound as the schema's enum types, by

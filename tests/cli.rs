@@ -119,6 +119,41 @@ async fn seatq(url: &str, args: &[&str]) -> Output {
     Cli::start(url, args).finish().await
 }
 
+/// Run `seatq` to the end, and assert its exit code.
+async fn seatq_exits(url: &str, args: &[&str], code: i32) -> Output {
+    let out = seatq(url, args).await;
+    assert_eq!(out.code, Some(code), "seatq {args:?}: {out:?}");
+    out
+}
+
+/// `args` with `--json` before them.
+fn json<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    [&["--json"][..], args].concat()
+}
+
+/// A test database with one event "E" of `seats` seats: the database, its
+/// URL and the event's id, as the command line takes them.
+async fn setup(seats: i32) -> (TestDb, String, String) {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("E", seats, 6).await.unwrap();
+    let url = db.url();
+    (db, url, ev.to_string())
+}
+
+/// [`setup`] with 12 seats, reached through 127.0.0.1:`port` (a free port,
+/// where the test starts its [`Proxy`]): the database, the URL through the
+/// port, the event's id and the port. `None` (the test is skipped, the
+/// database dropped) where [`via`] says so.
+async fn setup_behind_proxy() -> Option<(TestDb, String, String, u16)> {
+    let (db, _, ev) = setup(12).await;
+    let port = free_port();
+    let Some(url) = via(&db, port) else {
+        db.close().await;
+        return None;
+    };
+    Some((db, url, ev, port))
+}
+
 async fn count_requests(db: &TestDb) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap()
 }
@@ -133,105 +168,84 @@ fn write_file(db: &TestDb, name: &str, lines: &[&[u8]]) -> PathBuf {
     path
 }
 
-fn book_line(event: i64, customer: &str) -> Vec<u8> {
+fn book_line(event: &str, customer: &str) -> Vec<u8> {
     format!(r#"{{"kind": "book", "payload": {{"event": {event}, "class": 1, "party": 1, "customer": "{customer}"}}}}"#)
         .into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_wait_prints_the_outcome_and_exits_0() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let (db, url, ev) = setup(12).await;
     let workers = Running::start(&db, 1, Config::default()).await;
-    let (url, ev) = (db.url(), ev.to_string());
 
-    let out =
-        seatq(&url, &["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "ann", "--wait"]).await;
-    assert_eq!(out.code, Some(0), "{out:?}");
+    let hold = |customer| ["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", customer, "--wait"];
+    let out = seatq_exits(&url, &hold("ann"), 0).await;
     assert!(out.stdout.contains("held for ann: seats "), "{out:?}");
 
-    let out =
-        seatq(&url, &["--json", "hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "bob", "--wait"])
-            .await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    let record = out.json();
+    let record = seatq_exits(&url, &json(&hold("bob")), 0).await.json();
     assert_eq!(record["status"], "succeeded", "{record}");
     assert_eq!(record["result"]["state"], "held", "{record}");
     assert_eq!(record["result"]["customer"], "bob", "{record}");
     assert!(record["idempotency_key"].as_str().is_some_and(|k| k.starts_with("cli-")), "a generated key: {record}");
 
     workers.stop().await;
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_or_refused_request_exits_1_with_its_code() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 4, 6).await.unwrap();
+    let (db, url, ev) = setup(4).await;
     let workers = Running::start(&db, 1, Config::default()).await;
-    let (url, ev) = (db.url(), ev.to_string());
 
     // Sold out: processed, failed.
     let book = ["book", "--event", &ev, "--class", "1", "--party", "6", "--customer", "ann", "--wait"];
-    let out = seatq(&url, &book).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
+    let out = seatq_exits(&url, &book, 1).await;
     assert!(out.stdout.contains("failed: sold_out: 4 seat(s) of class 1 left"), "{out:?}");
-    let out = seatq(&url, &[&["--json"][..], &book].concat()).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
-    let record = out.json();
+    let record = seatq_exits(&url, &json(&book), 1).await.json();
     assert_eq!((&record["status"], &record["error_code"]), (&"failed".into(), &"sold_out".into()), "{record}");
     workers.stop().await;
     let enqueued = count_requests(&db).await;
 
     // Invalid: refused before anything is enqueued.
     let bad = ["book", "--event", &ev, "--class", "1", "--party", "12", "--customer", "ann"];
-    let out = seatq(&url, &bad).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
+    let out = seatq_exits(&url, &bad, 1).await;
     assert_eq!(out.stdout.trim(), "party_out_of_range: party: 12 is out of range 1 to 9", "{out:?}");
-    let out = seatq(&url, &[&["--json"][..], &bad].concat()).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
-    let refusal = out.json();
+    let refusal = seatq_exits(&url, &json(&bad), 1).await.json();
     assert_eq!(refusal["error_code"], "party_out_of_range", "{refusal}");
     assert_eq!(refusal["error_message"], "party: 12 is out of range 1 to 9", "{refusal}");
-    let out = seatq(&url, &["confirm", "--booking", "1", "--customer", " "]).await;
-    assert_eq!((out.code, out.stdout.trim()), (Some(1), "invalid_request: customer: must not be empty"), "{out:?}");
+    let out = seatq_exits(&url, &["confirm", "--booking", "1", "--customer", " "], 1).await;
+    assert_eq!(out.stdout.trim(), "invalid_request: customer: must not be empty", "{out:?}");
     assert_eq!(count_requests(&db).await, enqueued, "nothing enqueued");
 
     // A refusal needs no database.
-    let out = seatq("postgres://postgres@127.0.0.1:1/none", &[&["--retry-secs", "0"][..], &bad].concat()).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
+    seatq_exits("postgres://postgres@127.0.0.1:1/none", &[&["--retry-secs", "0"][..], &bad].concat(), 1).await;
 
     db.close().await;
 }
 
 #[tokio::test]
 async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
-    let url = db.url();
+    let (db, url, ev) = setup(12).await;
     let file = write_file(
         &db,
         "mixed",
         &[
-            &book_line(ev, "a"),
+            &book_line(&ev, "a"),
             br#"{"kind": "book", "payload": {"event": 1, "cla"#,
             b"{\"kind\": \"book\", \"payload\": {\"event\": 1, \"class\": 1, \"party\": 1, \"customer\": \"\xff\"}}",
-            &book_line(ev, "b"),
+            &book_line(&ev, "b"),
             br#"{"kind": "hold", "payload": {"event": 1, "class": 1, "party": 12, "customer": "c"}}"#,
         ],
     );
     let path = file.to_str().unwrap();
 
     // --strict: none.
-    let out = seatq(&url, &["enqueue", "--strict", "--file", path]).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
+    let out = seatq_exits(&url, &["enqueue", "--strict", "--file", path], 1).await;
     assert!(out.stdout.contains("enqueued nothing: 3 bad lines"), "{out:?}");
     assert_eq!(count_requests(&db).await, 0);
 
     // Otherwise the good ones, each bad line reported as file:line.
-    let out = seatq(&url, &["enqueue", "--file", path]).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
+    let out = seatq_exits(&url, &["enqueue", "--file", path], 1).await;
     assert!(out.stdout.contains("enqueued 2 requests (3 bad lines skipped)"), "{out:?}");
     for expected in [
         format!("{path}:2: invalid_json: "),
@@ -242,17 +256,15 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
     }
     assert_eq!(count_requests(&db).await, 2);
 
-    let out = seatq(&url, &["--json", "enqueue", "--file", path]).await;
-    assert_eq!(out.code, Some(1), "{out:?}");
-    let report = out.json();
+    let report = seatq_exits(&url, &json(&["enqueue", "--file", path]), 1).await.json();
     assert_eq!(report["enqueued"].as_array().map(Vec::len), Some(2), "{report}");
     let lines: Vec<&Value> = report["bad_lines"].as_array().unwrap().iter().map(|b| &b["line"]).collect();
     assert_eq!(lines, [2, 3, 5], "{report}");
     assert_eq!(count_requests(&db).await, 4, "lines without a key are enqueued again");
 
-    let good = write_file(&db, "good", &[&book_line(ev, "c")]);
-    let out = seatq(&url, &["enqueue", "--file", good.to_str().unwrap()]).await;
-    assert_eq!((out.code, out.stdout.trim()), (Some(0), "enqueued 1 requests (0 bad lines skipped)"), "{out:?}");
+    let good = write_file(&db, "good", &[&book_line(&ev, "c")]);
+    let out = seatq_exits(&url, &["enqueue", "--file", good.to_str().unwrap()], 0).await;
+    assert_eq!(out.stdout.trim(), "enqueued 1 requests (0 bad lines skipped)", "{out:?}");
     let _ = std::fs::remove_file(file);
     let _ = std::fs::remove_file(good);
     db.close().await;
@@ -260,21 +272,18 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
 
 #[tokio::test]
 async fn the_same_key_returns_the_same_request() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
-    let (url, ev) = (db.url(), ev.to_string());
+    let (db, url, ev) = setup(12).await;
     let book = ["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann"];
 
     let keyed = [&book[..], &["--key", "order-77"]].concat();
-    let first = seatq(&url, &keyed).await;
+    let first = seatq_exits(&url, &keyed, 0).await;
     let again = seatq(&url, &keyed).await;
-    assert_eq!(first.code, Some(0), "{first:?}");
     assert_eq!(first.stdout, again.stdout, "the same id");
     assert_eq!(count_requests(&db).await, 1);
 
     // Without --key, each command has its own (random) key.
-    let a = seatq(&url, &[&["--json"][..], &book].concat()).await.json();
-    let b = seatq(&url, &[&["--json"][..], &book].concat()).await.json();
+    let a = seatq(&url, &json(&book)).await.json();
+    let b = seatq(&url, &json(&book)).await.json();
     assert_ne!(a["id"], b["id"]);
     assert_ne!(a["idempotency_key"], b["idempotency_key"]);
     assert_eq!(count_requests(&db).await, 3);
@@ -284,8 +293,8 @@ async fn the_same_key_returns_the_same_request() {
 #[tokio::test]
 async fn without_retries_an_unreachable_server_is_an_error_naming_its_cause_once() {
     let port = free_port();
-    let out = seatq(&format!("postgres://postgres@127.0.0.1:{port}/seatq"), &["--retry-secs", "0", "stats"]).await;
-    assert_eq!(out.code, Some(2), "{out:?}");
+    let url = format!("postgres://postgres@127.0.0.1:{port}/seatq");
+    let out = seatq_exits(&url, &["--retry-secs", "0", "stats"], 2).await;
     assert!(out.stderr.contains(&format!("cannot reach PostgreSQL at 127.0.0.1:{port}/seatq")), "{out:?}");
     assert_eq!(out.stderr.matches("Connection refused").count(), 1, "{out:?}");
     assert!(out.stderr.contains("version 14 or later"), "{out:?}");
@@ -294,22 +303,15 @@ async fn without_retries_an_unreachable_server_is_an_error_naming_its_cause_once
 
 #[tokio::test]
 async fn prune_help_says_how_often_workers_prune() {
-    let out = seatq("postgres://unused", &["prune", "--help"]).await;
-    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = seatq_exits("postgres://unused", &["prune", "--help"], 0).await;
     assert!(out.stdout.contains("every minute") && !out.stdout.contains("hourly"), "{out:?}");
 }
 
 #[tokio::test]
 async fn a_command_retries_until_the_server_answers() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
-    let port = free_port();
-    let Some(proxy_url) = via(&db, port) else { return db.close().await };
-    let ev = ev.to_string();
-    let cli = Cli::start(
-        &proxy_url,
-        &["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann", "--key", "k1"],
-    );
+    let Some((db, url, ev, port)) = setup_behind_proxy().await else { return };
+    let cli =
+        Cli::start(&url, &["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann", "--key", "k1"]);
     // Nothing listens yet: it retries, and carries on once the server answers.
     cli.wait_for_stderr("connecting failed; retrying").await;
     let proxy = Proxy::start(&db, port).await;
@@ -329,12 +331,8 @@ async fn a_command_retries_until_the_server_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_retries_through_a_lost_connection() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
-    let port = free_port();
-    let Some(url) = via(&db, port) else { return db.close().await };
+    let Some((db, url, ev, port)) = setup_behind_proxy().await else { return };
     let proxy = Proxy::start(&db, port).await;
-    let ev = ev.to_string();
     let cli =
         Cli::start(&url, &["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "ann", "--wait"]);
     let enqueued = eventually(Duration::from_secs(30), || async { count_requests(&db).await == 1 }).await;
@@ -353,18 +351,14 @@ async fn a_wait_retries_through_a_lost_connection() {
     assert_eq!(count_requests(&db).await, 1);
     workers.stop().await;
     proxy.stop();
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn a_file_is_enqueued_once_when_the_connection_drops_during_commit() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
-    let port = free_port();
-    let Some(url) = via(&db, port) else { return db.close().await };
+    let Some((db, url, ev, port)) = setup_behind_proxy().await else { return };
     let proxy = Proxy::start(&db, port).await;
-    let lines: Vec<Vec<u8>> = (0..30).map(|n| book_line(ev, &format!("c{n}"))).collect();
+    let lines: Vec<Vec<u8>> = (0..30).map(|n| book_line(&ev, &format!("c{n}"))).collect();
     let file = write_file(&db, "commit", &lines.iter().map(Vec::as_slice).collect::<Vec<_>>());
     let path = file.to_str().unwrap();
 
@@ -374,9 +368,9 @@ async fn a_file_is_enqueued_once_when_the_connection_drops_during_commit() {
     // no idempotency keys.
     for (n, cut) in [Cut::AfterCommitSent, Cut::BeforeCommitSent].into_iter().enumerate() {
         proxy.cut_next_commit(cut);
-        let out = seatq(&url, &["enqueue", "--file", path]).await;
+        let out = seatq_exits(&url, &["enqueue", "--file", path], 0).await;
         assert_eq!(proxy.state.cuts.load(Ordering::SeqCst), n + 1, "the connection was cut at COMMIT");
-        assert_eq!((out.code, out.stdout.trim()), (Some(0), "enqueued 30 requests (0 bad lines skipped)"), "{out:?}");
+        assert_eq!(out.stdout.trim(), "enqueued 30 requests (0 bad lines skipped)", "{out:?}");
         assert!(out.stderr.contains("the connection was lost during COMMIT"), "{out:?}");
         assert_eq!(count_requests(&db).await, 30 * (n as i64 + 1), "{cut:?}: {out:?}");
     }

@@ -98,8 +98,7 @@ async fn eight_workers_two_thousand_requests_one_event() {
     assert_eq!(granted.len() as i64, SEATS as i64, "the event sells out: {codes:?}");
     assert_eq!(db.seats_taken(event).await, granted.len() as i64, "seats taken = seats granted");
     assert_eq!(db.seats_granted(event).await, granted.len() as i64);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 /// Backends of this database in a batch that has claimed requests: the
@@ -137,12 +136,9 @@ async fn a_worker_runs_at_most_max_active_batches_at_once() {
     }
     assert!(done, "the six bookings never finished");
     assert_eq!(most, 2, "two batches at a time, never more (and the two do run together)");
-    for id in &ids {
-        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(event).await, 12);
     assert_eq!(db.seats_granted(event).await, 12);
     worker.kill();
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }

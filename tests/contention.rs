@@ -10,9 +10,11 @@ use seatq::{Request, RequestRecord, SeatRequest, Status};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Transaction};
 
-/// Five seats, all of class 1.
-async fn five_seats(db: &TestDb) -> i64 {
-    db.client.add_event("Five", 5, 6).await.unwrap()
+/// A test database with one event of five seats, all of class 1.
+async fn five_seats() -> (TestDb, i64) {
+    let db = TestDb::new().await;
+    let ev = db.client.add_event("Five", 5, 6).await.unwrap();
+    (db, ev)
 }
 
 /// From a connection of its own, open a transaction that locks these seats
@@ -43,14 +45,24 @@ fn assert_requeued_after_contention(r: &RequestRecord) {
     assert!(r.run_at > r.created_at, "requeued for later: {r:?}");
 }
 
+/// The other transaction gives its seats back: the requeued request `r`, made
+/// due again, now succeeds. Returns it finished.
+async fn release_and_retry(db: &TestDb, locker: Transaction<'_, sqlx::Postgres>, r: &RequestRecord) -> RequestRecord {
+    locker.rollback().await.unwrap();
+    make_due(db, r.id).await;
+    db.drain().await;
+    let done = db.client.status(r.id).await.unwrap();
+    assert_eq!(done.status, Status::Succeeded, "once the locker is gone: {done:?}");
+    done
+}
+
 fn seats_of(r: &RequestRecord) -> Vec<i32> {
     r.booking().expect("a booking result").seats.iter().map(|s| s.seat).collect()
 }
 
 #[tokio::test]
 async fn seats_locked_by_another_transaction_are_contention_not_sold_out() {
-    let db = TestDb::new().await;
-    let ev = five_seats(&db).await;
+    let (db, ev) = five_seats().await;
     // Three of five seats locked elsewhere: two free ones are fewer than the party of three.
     let mut conn = PgConnection::connect_with(&db.options).await.unwrap();
     let locker = lock_seats(&mut conn, ev, &[1, 2, 3]).await;
@@ -60,23 +72,17 @@ async fn seats_locked_by_another_transaction_are_contention_not_sold_out() {
     assert_eq!(db.seats_taken(ev).await, 0, "no seats while contended: all or nothing");
 
     // The other transaction gives its seats back: now the party fits.
-    locker.rollback().await.unwrap();
-    make_due(&db, r.id).await;
-    db.drain().await;
-    let done = db.client.status(r.id).await.unwrap();
-    assert_eq!(done.status, Status::Succeeded, "{done:?}");
+    let done = release_and_retry(&db, locker, &r).await;
     assert_eq!(seats_of(&done).len(), 3);
     assert!(done.contention_retries >= r.contention_retries, "{done:?}");
     assert_eq!(db.seats_taken(ev).await, 3);
     conn.close().await.unwrap();
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn a_named_seat_locked_by_another_transaction_is_contention_not_seats_taken() {
-    let db = TestDb::new().await;
-    let ev = five_seats(&db).await;
+    let (db, ev) = five_seats().await;
     let mut conn = PgConnection::connect_with(&db.options).await.unwrap();
     let locker = lock_seats(&mut conn, ev, &[2]).await;
 
@@ -84,21 +90,15 @@ async fn a_named_seat_locked_by_another_transaction_is_contention_not_seats_take
     assert_requeued_after_contention(&r);
     assert_eq!(db.seats_taken(ev).await, 0, "not even the free seat 3: all or nothing");
 
-    locker.rollback().await.unwrap();
-    make_due(&db, r.id).await;
-    db.drain().await;
-    let done = db.client.status(r.id).await.unwrap();
-    assert_eq!(done.status, Status::Succeeded, "{done:?}");
+    let done = release_and_retry(&db, locker, &r).await;
     assert_eq!(seats_of(&done), [2, 3]);
     conn.close().await.unwrap();
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn a_genuinely_short_event_is_sold_out_at_once_or_partial() {
-    let db = TestDb::new().await;
-    let ev = five_seats(&db).await;
+    let (db, ev) = five_seats().await;
     assert_eq!(seats_of(&db.run(Request::Book(hold(ev, 1, 3, "ann"))).await).len(), 3);
 
     // Nothing locked, two seats left: sold out at once, saying how many are left.
@@ -119,6 +119,5 @@ async fn a_genuinely_short_event_is_sold_out_at_once_or_partial() {
     assert_eq!(seats_of(&r).len(), 2, "the two seats left");
     assert_eq!(r.contention_retries, 0);
     assert_eq!(db.seats_taken(ev).await, 5);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }

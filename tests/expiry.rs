@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, TestDb, code, hold};
+use common::{Running, TestDb, code, eventually, hold};
 use seatq::{BookingRef, Request};
 use seatq_worker::{Config, sweeper};
 
@@ -13,14 +13,6 @@ async fn short_hold(db: &TestDb, event: i64, party: u32) -> i64 {
     let mut r = hold(event, 1, party, "ann");
     r.hold_seconds = Some(1);
     db.run(Request::Hold(r)).await.booking().expect("held").booking
-}
-
-async fn states(db: &TestDb, event: i64) -> Vec<String> {
-    sqlx::query_scalar("SELECT state::text FROM seatq.seats WHERE event_id = $1 ORDER BY seat_no")
-        .bind(event)
-        .fetch_all(&db.pool)
-        .await
-        .unwrap()
 }
 
 #[tokio::test]
@@ -32,15 +24,14 @@ async fn a_lapsed_hold_is_free_before_any_sweep() {
     assert_eq!(code(&r), "sold_out", "the hold is still live");
 
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(states(&db, ev).await, ["held", "held"], "no sweeper has run");
+    assert_eq!(db.seat_states(ev, 1..=2).await, ["held", "held"], "no sweeper has run");
     let r = db.run(Request::Book(hold(ev, 1, 2, "bob"))).await;
     assert_eq!(r.booking().expect("booked").seats.len(), 2, "{r:?}");
-    assert_eq!(states(&db, ev).await, ["booked", "booked"]);
+    assert_eq!(db.seat_states(ev, 1..=2).await, ["booked", "booked"]);
 
     let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into() })).await;
     assert_eq!(code(&r), "hold_expired");
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -54,7 +45,7 @@ async fn the_sweeper_frees_lapsed_holds() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let swept = sweeper::sweep(&db.pool).await.unwrap();
     assert_eq!(swept, sweeper::Swept { seats: 2, bookings: 1 });
-    assert_eq!(states(&db, ev).await, ["available", "available", "held", "available"]);
+    assert_eq!(db.seat_states(ev, 1..=4).await, ["available", "available", "held", "available"]);
     let state: Vec<String> =
         sqlx::query_scalar("SELECT state::text FROM seatq.bookings WHERE id = ANY($1) ORDER BY id")
             .bind(vec![lapsing, live])
@@ -62,8 +53,7 @@ async fn the_sweeper_frees_lapsed_holds() {
             .await
             .unwrap();
     assert_eq!(state, ["expired", "held"]);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -73,16 +63,9 @@ async fn a_running_worker_sweeps_by_itself() {
     short_hold(&db, ev, 3).await;
     let config = Config { sweep_interval: Duration::from_millis(100), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;
-    let mut freed = false;
-    for _ in 0..600 {
-        if states(&db, ev).await == ["available"; 3] {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let freed =
+        eventually(Duration::from_secs(30), || async { db.seat_states(ev, 1..=3).await == ["available"; 3] }).await;
     workers.stop().await;
-    assert!(freed, "the worker's sweeper never freed the lapsed hold: {:?}", states(&db, ev).await);
-    db.assert_invariants(true).await;
-    db.close().await;
+    assert!(freed, "the worker's sweeper never freed the lapsed hold: {:?}", db.seat_states(ev, 1..=3).await);
+    db.assert_invariants_and_close().await;
 }

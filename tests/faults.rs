@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestDb, WorkerProcess, code, eventually, hold, worker_hangs_in_transaction};
+use common::{TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
 use seatq::{NewRequest, Request, SeatRequest, Status};
 
 async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
@@ -17,64 +17,51 @@ async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
 /// Five bookings and one that hangs, in one batch: the victim holds seat
 /// changes for the five, uncommitted, when it dies.
 async fn batch_with_a_hang(db: &TestDb, event: i64) -> Vec<i64> {
-    let mut batch: Vec<NewRequest> =
-        (0..5).map(|n| Request::Book(hold(event, 3, 2, &format!("c{n}"))).into()).collect();
+    let mut batch = bookings(event, 3, 2, 5);
     batch.push(Request::Book(hold(event, 3, 2, "fault:hang")).into());
     db.client.enqueue_many(&batch).await.unwrap()
 }
 
-/// The victim hangs mid-batch; `stop` ends it (SIGKILL or SIGSTOP); a survivor
-/// must finish every request. Returns the time from `stop` to the last outcome.
-async fn take_over(db: &TestDb, stop: &str) -> Duration {
+/// On a test database of its own, the victim hangs mid-batch; `stop` ends it
+/// (SIGKILL or SIGSTOP); a survivor must finish every request. Returns the
+/// time from `stop` to the last outcome.
+async fn take_over(stop: &str) -> Duration {
+    let db = TestDb::new().await;
     let event = db.client.add_event("E", 100, 6).await.unwrap();
-    let victim = WorkerProcess::start(db, "victim", &[], &[("SEATQ_FAULT_INJECTION", "1")]);
-    let ids = batch_with_a_hang(db, event).await;
-    assert!(eventually(Duration::from_secs(60), || worker_hangs_in_transaction(db)).await, "victim never claimed");
+    let victim = WorkerProcess::start(&db, "victim", &[], &[("SEATQ_FAULT_INJECTION", "1")]);
+    let ids = batch_with_a_hang(&db, event).await;
+    assert!(eventually(Duration::from_secs(60), || worker_hangs_in_transaction(&db)).await, "victim never claimed");
     assert_eq!(db.seats_taken(event).await, 0, "uncommitted seat changes are invisible");
     // The survivor runs without fault injection: to it, fault:hang is a name.
-    let survivor = WorkerProcess::start(db, "survivor", &[], &[]);
+    let survivor = WorkerProcess::start(&db, "survivor", &[], &[]);
     // Let it connect and go idle, then stop the victim at a random phase of
     // the survivor's 500 ms poll (the bound on how soon it looks again).
     tokio::time::sleep(Duration::from_millis(500 + fastrand::u64(0..500))).await;
-    assert_eq!(unfinished(db, &ids).await, 6, "the victim's claim holds while it lives");
+    assert_eq!(unfinished(&db, &ids).await, 6, "the victim's claim holds while it lives");
 
     let stopped = Instant::now();
     victim.signal(stop);
-    let done = eventually(Duration::from_secs(60), || async { unfinished(db, &ids).await == 0 }).await;
+    let done = eventually(Duration::from_secs(60), || async { unfinished(&db, &ids).await == 0 }).await;
     let recovery = stopped.elapsed();
     assert!(done, "the survivor never finished the victim's batch");
     if stop == "STOP" {
         victim.signal("CONT");
     }
     victim.kill();
-    for id in &ids {
-        let r = db.client.status(*id).await.unwrap();
+    for r in db.records(&ids).await {
         assert_eq!((r.status, r.attempts), (Status::Succeeded, 0), "{r:?}");
     }
     assert_eq!(db.seats_taken(event).await, 12, "each of the six bookings took its two seats once");
     assert_eq!(db.seats_granted(event).await, 12);
-    assert_eq!(survivor.wait_exit_after_term(), Some(0));
-    db.assert_invariants(true).await;
+    assert_eq!(survivor.terminate(Duration::from_secs(30)), Some(0), "the survivor exits cleanly");
+    db.assert_invariants_and_close().await;
     recovery
-}
-
-trait Term {
-    fn wait_exit_after_term(self) -> Option<i32>;
-}
-
-impl Term for WorkerProcess {
-    fn wait_exit_after_term(self) -> Option<i32> {
-        self.signal("TERM");
-        self.wait_exit(Duration::from_secs(30))
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_batch_loses_nothing_and_is_taken_over_at_once() {
-    let db = TestDb::new().await;
-    let recovery = take_over(&db, "KILL").await;
+    let recovery = take_over("KILL").await;
     println!("recovery after SIGKILL mid-batch: {} ms (survivor polls every 500 ms)", recovery.as_millis());
-    db.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,10 +69,8 @@ async fn a_frozen_worker_is_cut_off_and_taken_over() {
     // A frozen process (SIGSTOP) looks to the server like a lost host: its
     // socket stays open and nothing comes. idle_in_transaction_session_timeout
     // (10 s) ends its transaction and frees its claim.
-    let db = TestDb::new().await;
-    let recovery = take_over(&db, "STOP").await;
+    let recovery = take_over("STOP").await;
     println!("recovery from a frozen worker mid-batch: {} ms", recovery.as_millis());
-    db.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +119,7 @@ async fn random_sigkills_under_load_lose_nothing() {
     }
     let elapsed = started.elapsed();
     for w in workers {
-        assert_eq!(w.wait_exit_after_term(), Some(0), "graceful exit");
+        assert_eq!(w.terminate(Duration::from_secs(30)), Some(0), "graceful exit");
     }
     println!("{REQUESTS} requests finished in {:.1}s under {kills} SIGKILLs", elapsed.as_secs_f64());
     assert!(kills >= 3, "too few kills to mean anything: {kills}");
@@ -156,8 +141,7 @@ async fn random_sigkills_under_load_lose_nothing() {
     for event in events {
         assert_eq!(db.seats_taken(event).await, db.seats_granted(event).await, "seats taken = seats granted");
     }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,24 +150,12 @@ async fn a_request_that_breaks_its_connection_ends_dead_and_the_rest_succeed() {
     // fails; claiming one at a time afterwards, the worker finds it out and
     // counts its attempts like any failure's.
     let db = TestDb::new().await;
-    let event = db.client.add_event("E", 60, 6).await.unwrap();
-    let mut batch: Vec<NewRequest> =
-        (0..6).map(|n| Request::Book(hold(event, 3, 1, &format!("c{n}"))).into()).collect();
-    batch.insert(3, Request::Book(hold(event, 3, 1, "fault:terminate")).into());
-    let ids = db.client.enqueue_many(&batch).await.unwrap();
-    let poison = ids[3];
-    // Two attempts, then dead (the default is five).
-    sqlx::query("UPDATE seatq.requests SET max_attempts = 2").execute(&db.pool).await.unwrap();
-    let args = ["--concurrency", "1", "--batch-size", "16", "--poll-ms", "100"];
-    let worker = WorkerProcess::start(&db, "breaker", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
-
-    let r = ends_dead(&db, poison).await;
+    let injecting = [("SEATQ_FAULT_INJECTION", "1")];
+    let r = one_dead_among_six(&db, Culprit { customer: "fault:terminate", at: 3, worker: "breaker", env: &injecting })
+        .await;
     let message = r.error_message.as_deref().unwrap_or_default();
     assert!(message.contains("attempt 2 of 2") && message.contains("batch failed"), "{r:?}");
-    the_others_succeed(&db, &ids, poison, event).await;
-    assert_eq!(worker.wait_exit_after_term(), Some(0));
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +165,6 @@ async fn a_request_whose_seats_cannot_be_taken_ends_dead_and_the_rest_of_its_bat
     // worker must find that request out, count its attempts like any
     // failure's, and book the others.
     let db = TestDb::new().await;
-    let event = db.client.add_event("E", 60, 6).await.unwrap();
     sqlx::raw_sql(
         "CREATE FUNCTION public.refuse_booking() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN
@@ -206,21 +177,39 @@ async fn a_request_whose_seats_cannot_be_taken_ends_dead_and_the_rest_of_its_bat
     .execute(&db.pool)
     .await
     .unwrap();
-    let mut batch: Vec<NewRequest> =
-        (0..6).map(|n| Request::Book(hold(event, 3, 1, &format!("c{n}"))).into()).collect();
-    batch.insert(2, Request::Book(hold(event, 3, 1, "refused")).into());
+    let r = one_dead_among_six(&db, Culprit { customer: "refused", at: 2, worker: "refused", env: &[] }).await;
+    assert!(r.error_message.as_deref().unwrap_or_default().contains("booking refused by the test"), "{r:?}");
+    db.assert_invariants_and_close().await;
+}
+
+/// A request that fails every attempt, among good ones: its customer name,
+/// where it stands in the batch, and the name and environment of the worker
+/// process that meets it.
+struct Culprit<'a> {
+    customer: &'a str,
+    at: usize,
+    worker: &'a str,
+    env: &'a [(&'a str, &'a str)],
+}
+
+/// Six one-seat bookings of a new event with the culprit among them, each
+/// allowed two attempts (the default is five), processed by a worker process
+/// with one batch loop: the culprit ends dead (returned, for its message),
+/// every other request succeeds at its first attempt, and the worker exits
+/// cleanly on SIGTERM.
+async fn one_dead_among_six(db: &TestDb, culprit: Culprit<'_>) -> seatq::RequestRecord {
+    let event = db.client.add_event("E", 60, 6).await.unwrap();
+    let mut batch = bookings(event, 3, 1, 6);
+    batch.insert(culprit.at, Request::Book(hold(event, 3, 1, culprit.customer)).into());
     let ids = db.client.enqueue_many(&batch).await.unwrap();
-    let refused = ids[2];
     sqlx::query("UPDATE seatq.requests SET max_attempts = 2").execute(&db.pool).await.unwrap();
     let args = ["--concurrency", "1", "--batch-size", "16", "--poll-ms", "100"];
-    let worker = WorkerProcess::start(&db, "refused", &args, &[]);
+    let worker = WorkerProcess::start(db, culprit.worker, &args, culprit.env);
 
-    let r = ends_dead(&db, refused).await;
-    assert!(r.error_message.as_deref().unwrap_or_default().contains("booking refused by the test"), "{r:?}");
-    the_others_succeed(&db, &ids, refused, event).await;
-    assert_eq!(worker.wait_exit_after_term(), Some(0));
-    db.assert_invariants(true).await;
-    db.close().await;
+    let dead = ends_dead(db, ids[culprit.at]).await;
+    the_others_succeed(db, &ids, dead.id, event).await;
+    assert_eq!(worker.terminate(Duration::from_secs(30)), Some(0), "the worker exits cleanly");
+    dead
 }
 
 /// Wait for `id`, with `max_attempts` 2, to end dead after two failed

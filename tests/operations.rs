@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, TestDb, WorkerProcess, code, eventually, hold, worker_hangs_in_transaction};
+use common::{Running, TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
 use seatq::{Request, Status};
 use seatq_worker::{Config, Worker};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -83,23 +83,17 @@ async fn dead_requests_can_be_retried() {
     rest.sort_unstable();
     assert_eq!(rest, ids[1..]);
     db.drain().await;
-    for id in &ids {
-        let r = db.client.status(*id).await.unwrap();
+    for r in db.records(&ids).await {
         assert_eq!((r.status, r.error_code.as_deref()), (Status::Succeeded, None), "{r:?}");
     }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
 async fn retention_prunes_old_finished_requests_only() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 60, 6).await.unwrap();
-    let mut ids = Vec::new();
-    for n in 0..2500 {
-        ids.push(Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into());
-    }
-    let ids = db.client.enqueue_many(&ids).await.unwrap();
+    let ids = db.client.enqueue_many(&bookings(ev, 3, 1, 2500)).await.unwrap();
     db.drain().await;
     // 2,400 finished eight days ago, the rest recently; one more still queued.
     sqlx::query("UPDATE seatq.requests SET finished_at = now() - interval '8 days' WHERE id <= $1")
@@ -153,8 +147,7 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
         let (worker, token) = (worker.clone(), shutdown.clone());
         async move { worker.run(token).await }
     });
-    let mut batch: Vec<seatq::NewRequest> =
-        (0..3).map(|n| Request::Book(hold(ev, 1, 2, &format!("c{n}"))).into()).collect();
+    let mut batch = bookings(ev, 1, 2, 3);
     batch.push(Request::Book(hold(ev, 1, 9, "big")).into());
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     db.client.wait_all(&ids, Some(Duration::from_secs(60))).await.unwrap();
@@ -248,7 +241,7 @@ async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
     // its batch transaction, so the signal arrives while a batch is in hand.
     let args = ["--concurrency", "1", "--batch-size", "1"];
     let worker = WorkerProcess::start(&db, "w", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
-    let backlog: Vec<_> = (0..20).map(|n| Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into()).collect();
+    let backlog = bookings(ev, 3, 1, 20);
     // Catch a slow request while it is claimed. Should one finish before we
     // look (a very slow test machine), try again with another.
     let mut slow = None;
@@ -283,8 +276,7 @@ async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
     db.assert_invariants(false).await;
     assert!(db.client.workers().await.unwrap().is_empty(), "deregistered on the way out");
     db.drain().await;
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -343,8 +335,7 @@ async fn a_second_signal_exits_at_once_and_loses_nothing() {
     // Without fault injection, fault:hang is an ordinary customer.
     Worker::new(db.pool.clone(), Config::default()).drain().await.unwrap();
     assert_eq!(db.seats_taken(ev).await, 4);
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 /// This test binary never turns fault injection on in-process (only in the
@@ -365,26 +356,28 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     .execute(&db.pool)
     .await
     .unwrap();
-    let batch: Vec<_> = (0..100).map(|n| Request::Book(hold(ev, 3, 1, &format!("c{n}"))).into()).collect();
+    let batch = bookings(ev, 3, 1, 100);
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     sqlx::query("ANALYZE seatq.requests").execute(&db.pool).await.unwrap();
 
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_worker::sql::claim::CLAIM_BATCH.replace("$1", "32"));
-    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
-    let plan = plan.to_string();
-    assert!(plan.contains("\"Index Name\":\"requests_ready\""), "claim plan: {plan}");
-    assert!(!plan.contains("Seq Scan"), "claim plan: {plan}");
-
+    let claim = seatq_worker::sql::claim::CLAIM_BATCH.replace("$1", "32");
+    assert_seeks_index(&db, &claim, "requests_ready", "claim plan").await;
     // So does the queue count every /metrics scrape makes.
-    let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_core::sql::stats::QUEUED_NOW);
-    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
-    let plan = plan.to_string();
-    assert!(plan.contains("\"Index Name\":\"requests_ready\""), "queue count plan: {plan}");
-    assert!(!plan.contains("Seq Scan"), "queue count plan: {plan}");
+    assert_seeks_index(&db, seatq_core::sql::stats::QUEUED_NOW, "requests_ready", "queue count plan").await;
 
     db.drain().await;
     db.client.wait_all(&ids, Some(Duration::ZERO)).await.expect("all 100 processed");
     db.close().await;
+}
+
+/// Assert the plan of `sql` (a statement without parameters) reads through
+/// `index` and scans no table whole.
+async fn assert_seeks_index(db: &TestDb, sql: &str, index: &str, what: &str) {
+    let explain = format!("EXPLAIN (FORMAT JSON) {sql}");
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain)).fetch_one(&db.pool).await.unwrap();
+    let plan = plan.to_string();
+    assert!(plan.contains(&format!("\"Index Name\":\"{index}\"")), "{what}: {plan}");
+    assert!(!plan.contains("Seq Scan"), "{what}: {plan}");
 }
 
 #[tokio::test]

@@ -32,7 +32,7 @@ async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
     }
     db.drain().await;
 
-    let records = records_of(&db, &ids).await;
+    let records = db.records(&ids).await;
     let outcomes: Vec<(&str, Status, i32)> = records.iter().map(|r| (code(r), r.status, r.attempts)).collect();
     assert_eq!(
         outcomes,
@@ -54,12 +54,4 @@ async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
     db.drain().await;
     assert_eq!(db.client.wait(id, Some(Duration::from_secs(30))).await.unwrap().status, Status::Succeeded);
     db.close().await;
-}
-
-async fn records_of(db: &TestDb, ids: &[i64]) -> Vec<seatq::RequestRecord> {
-    let mut out = Vec::new();
-    for id in ids {
-        out.push(db.client.status(*id).await.unwrap());
-    }
-    out
 }

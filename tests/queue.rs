@@ -46,8 +46,7 @@ async fn enqueue_with_the_same_key_returns_the_first_request() {
     assert_eq!(rows, 3);
     db.drain().await;
     assert_eq!(db.seats_taken(ev).await, 2 + 2 + 1, "each request booked once");
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -63,8 +62,7 @@ async fn running_workers_wake_on_notify_and_wake_the_waiting_client() {
     let r = db.client.wait(id, Some(Duration::from_secs(60))).await.unwrap();
     assert_eq!(r.status, Status::Succeeded);
     workers.stop().await;
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -96,8 +94,7 @@ async fn many_concurrent_waits_do_not_exhaust_the_clients_pool() {
     for w in waits {
         assert_eq!(w.await.unwrap().expect("wait").status, Status::Succeeded);
     }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -117,11 +114,8 @@ async fn requests_left_over_by_a_full_batch_are_processed_at_once() {
         .collect();
     let ids = db.client.enqueue_all(&batch, &seatq::client::Retry::NEVER).await.unwrap();
     db.client.wait_all(&ids, Some(Duration::from_secs(60))).await.expect("every request finished");
-    for id in ids {
-        assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(ev).await, n as i64);
     workers.stop().await;
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{PrivateCluster, WorkerProcess, code, eventually, worker_log};
+use common::{PrivateCluster, WorkerProcess, assert_invariants, code, eventually, worker_log};
 use seatq::{Client, NewRequest, Request, SeatRequest};
 
 const REQUESTS: usize = 1500;
@@ -32,17 +32,30 @@ where
     }
 }
 
+/// A private cluster for the test called `name`: the cluster, the URL of the
+/// database `seatq_{name}` on it, and the log prefix of its worker processes.
+fn private_cluster(name: &str) -> (PrivateCluster, String, String) {
+    let cluster = PrivateCluster::start();
+    let url = cluster.url(&format!("seatq_{name}"));
+    let log = format!("seatq-{name}-{}", cluster.port);
+    (cluster, url, log)
+}
+
+/// Whether the log of worker `worker` comes to say `text` within 30 s.
+async fn log_says(log: &str, worker: &str, text: &str) -> bool {
+    eventually(Duration::from_secs(30), || async { worker_log(log, worker).contains(text) }).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_restart_under_load_loses_nothing() {
-    let cluster = std::sync::Arc::new(PrivateCluster::start());
-    let url = cluster.url("seatq_restart");
+    let (cluster, url, log) = private_cluster("restart");
+    let cluster = std::sync::Arc::new(cluster);
     let client = Client::connect(&url).await.expect("connect to the private cluster");
     let mut events = Vec::new();
     for n in 0..3 {
         events.push(client.add_event(&format!("E{n}"), 200, 6).await.unwrap());
     }
     let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
-    let log = format!("seatq-restart-{}", cluster.port);
     let workers: Vec<WorkerProcess> =
         (0..3).map(|n| WorkerProcess::start_on(&url, &log, &format!("w{n}"), &args, &[])).collect();
 
@@ -87,8 +100,7 @@ async fn a_database_restart_under_load_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for w in workers {
-        w.signal("TERM");
-        assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0), "workers survive restarts and exit cleanly");
+        assert_eq!(w.terminate(Duration::from_secs(30)), Some(0), "workers survive restarts and exit cleanly");
     }
 
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(client.pool()).await.unwrap();
@@ -104,19 +116,15 @@ async fn a_database_restart_under_load_loses_nothing() {
     for event in events {
         assert_eq!(client.seats_taken(event).await.unwrap(), client.seats_granted(event).await.unwrap());
     }
-    let violations = client.check_invariants(true).await.unwrap();
-    assert!(violations.is_empty(), "{violations:#?}");
+    assert_invariants(&client, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_started_while_the_database_is_down_waits_for_it() {
-    let cluster = PrivateCluster::start();
-    let url = cluster.url("seatq_late");
-    let log = format!("seatq-late-{}", cluster.port);
+    let (cluster, url, log) = private_cluster("late");
     cluster.stop_server();
     let mut worker = WorkerProcess::start_on(&url, &log, "w", &["--poll-ms", "100"], &[]);
-    let noticed =
-        eventually(Duration::from_secs(30), || async { worker_log(&log, "w").contains("database unavailable") }).await;
+    let noticed = log_says(&log, "w", "database unavailable").await;
     assert!(noticed, "the worker never said the database is unavailable: {}", worker_log(&log, "w"));
     assert!(worker.is_running(), "a worker does not give up on a database that is down: {}", worker_log(&log, "w"));
 
@@ -128,17 +136,13 @@ async fn a_worker_started_while_the_database_is_down_waits_for_it() {
     let id = client.enqueue(Request::Book(SeatRequest::new(event, 3, 2, "ann"))).await.unwrap();
     let r = client.wait(id, Some(Duration::from_secs(60))).await.expect("the worker came up and processed it");
     assert_eq!(code(&r), "succeeded", "{r:?}");
-    worker.signal("TERM");
-    assert_eq!(worker.wait_exit(Duration::from_secs(30)), Some(0), "clean exit");
-    let violations = client.check_invariants(true).await.unwrap();
-    assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!(worker.terminate(Duration::from_secs(30)), Some(0), "clean exit");
+    assert_invariants(&client, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_an_outage_exits_zero_promptly() {
-    let cluster = PrivateCluster::start();
-    let url = cluster.url("seatq_outage");
-    let log = format!("seatq-outage-{}", cluster.port);
+    let (cluster, url, log) = private_cluster("outage");
     let client = Client::connect(&url).await.expect("connect to the private cluster");
     let running = WorkerProcess::start_on(&url, &log, "running", &["--poll-ms", "100"], &[]);
     let registered = eventually(Duration::from_secs(60), || async {
@@ -149,15 +153,11 @@ async fn sigterm_during_an_outage_exits_zero_promptly() {
 
     cluster.stop_server();
     // A worker that is running when the server goes away notices at once...
-    let noticed =
-        eventually(Duration::from_secs(30), || async { worker_log(&log, "running").contains("heartbeat failed") })
-            .await;
+    let noticed = log_says(&log, "running", "heartbeat failed").await;
     assert!(noticed, "the outage was never logged: {}", worker_log(&log, "running"));
     // ... and one started during the outage waits for the server.
     let mut waiting = WorkerProcess::start_on(&url, &log, "waiting", &[], &[]);
-    let noticed =
-        eventually(Duration::from_secs(30), || async { worker_log(&log, "waiting").contains("database unavailable") })
-            .await;
+    let noticed = log_says(&log, "waiting", "database unavailable").await;
     assert!(noticed && waiting.is_running(), "{}", worker_log(&log, "waiting"));
 
     // Both stop cleanly on SIGTERM without waiting for the server. The bound

@@ -91,11 +91,8 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
 
     // What it enqueued is processed normally by a worker.
     db.drain().await;
-    for id in [mine, by_fn] {
-        assert_eq!(db.client.status(id).await.unwrap().status, Status::Succeeded);
-    }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_all_succeeded(&[mine, by_fn]).await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -110,9 +107,7 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
 
     let (name, pool) = login(&db, "seatq_worker").await;
     seatq_worker::Worker::new(pool.clone(), seatq_worker::Config::default()).drain().await.unwrap();
-    for id in ids.iter().chain([&id]) {
-        assert_eq!(db.client.status(*id).await.unwrap().status, Status::Succeeded);
-    }
+    db.assert_all_succeeded(&[&ids[..], &[id]].concat()).await;
     seatq_worker::sweeper::sweep(&pool).await.unwrap();
     let row = sqlx::query("SELECT count(*) AS n FROM seatq.check_invariants()").fetch_one(&pool).await.unwrap();
     assert_eq!(row.get::<i64, _>("n"), 0);

@@ -130,8 +130,7 @@ async fn every_bad_request_gets_the_same_code_by_every_path() {
         let r = db.client.status(id).await.unwrap();
         assert_eq!(r.status, Status::Succeeded, "valid requests around bad ones succeed: {r:?}");
     }
-    db.assert_invariants(true).await;
-    db.close().await;
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest};
+use seatq::{Client, NewRequest, Request, RequestRecord, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
@@ -70,8 +70,43 @@ impl TestDb {
 
     /// Assert every seatq invariant holds.
     pub async fn assert_invariants(&self, drained: bool) {
-        let violations = self.client.check_invariants(drained).await.expect("check invariants");
-        assert!(violations.is_empty(), "invariants broken: {violations:#?}");
+        assert_invariants(&self.client, drained).await;
+    }
+
+    /// How every test that books seats ends: every invariant holds with the
+    /// queue drained ([`TestDb::assert_invariants`]), then the database is dropped.
+    pub async fn assert_invariants_and_close(self) {
+        self.assert_invariants(true).await;
+        self.close().await;
+    }
+
+    /// The finished (or not) requests `ids`, in that order.
+    pub async fn records(&self, ids: &[i64]) -> Vec<RequestRecord> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.client.status(*id).await.unwrap_or_else(|e| panic!("status of request {id}: {e}")));
+        }
+        out
+    }
+
+    /// Assert every request of `ids` has succeeded.
+    pub async fn assert_all_succeeded(&self, ids: &[i64]) {
+        for r in self.records(ids).await {
+            assert_eq!(r.status, Status::Succeeded, "request {} of {ids:?}: {r:?}", r.id);
+        }
+    }
+
+    /// The states of the seats numbered `seats` of an event, in seat order.
+    pub async fn seat_states(&self, event: i64, seats: impl IntoIterator<Item = i32>) -> Vec<String> {
+        let seats: Vec<i32> = seats.into_iter().collect();
+        sqlx::query_scalar(
+            "SELECT state::text FROM seatq.seats WHERE event_id = $1 AND seat_no = ANY($2) ORDER BY seat_no",
+        )
+        .bind(event)
+        .bind(&seats)
+        .fetch_all(&self.pool)
+        .await
+        .unwrap_or_else(|e| panic!("states of seats {seats:?} of event {event}: {e}"))
     }
 
     /// Seats taken (held and live, or booked) on an event.
@@ -92,6 +127,12 @@ impl TestDb {
             let _ = conn.close().await;
         }
     }
+}
+
+/// Assert every seatq invariant holds on the database `client` reaches.
+pub async fn assert_invariants(client: &Client, drained: bool) {
+    let violations = client.check_invariants(drained).await.expect("check invariants");
+    assert!(violations.is_empty(), "invariants broken: {violations:#?}");
 }
 
 /// A connection to the test server's `postgres` database, to create and drop
@@ -164,6 +205,12 @@ pub fn hold(event: i64, class: i16, party: u32, customer: &str) -> SeatRequest {
     SeatRequest::new(event, class, party, customer)
 }
 
+/// `n` cheapest-first bookings of `party` seats of `class`, for customers
+/// c0, c1, ...
+pub fn bookings(event: i64, class: i16, party: u32, n: usize) -> Vec<NewRequest> {
+    (0..n).map(|k| Request::Book(hold(event, class, party, &format!("c{k}"))).into()).collect()
+}
+
 /// The error code of a finished request, or "succeeded".
 pub fn code(r: &RequestRecord) -> &str {
     r.error_code.as_deref().unwrap_or(r.status.as_str())
@@ -215,6 +262,12 @@ impl WorkerProcess {
     pub fn signal(&self, sig: &str) {
         let ok = std::process::Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status();
         assert!(ok.is_ok_and(|s| s.success()), "kill -{sig} {}", self.pid());
+    }
+
+    /// SIGTERM, then wait for the exit (see [`WorkerProcess::wait_exit`]).
+    pub fn terminate(self, limit: Duration) -> Option<i32> {
+        self.signal("TERM");
+        self.wait_exit(limit)
     }
 
     /// SIGKILL and reap.

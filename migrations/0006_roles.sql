@@ -8,7 +8,9 @@
 --   access to seats or bookings, no changing a request once inserted).
 -- seatq_worker:   what workers need: claim and finish requests, take and
 --   release seats, write bookings, register themselves.
--- seatq_admin:    everything in the schema: migrations, retries, pruning.
+-- seatq_admin:    every privilege on the schema's tables and functions:
+--   retries, pruning, maintenance. (Applying migrations needs the
+--   database's owner or a superuser: they create and replace objects.)
 --
 -- Every grant of the schema is here, so this runs last.
 --

@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 /// The `seatq` binary: `cargo test --workspace` builds it beside the test
-/// executables (producer/tests/cli.rs makes it build it).
+/// executables (cli/tests/cli.rs makes it build it).
 fn seatq_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -31,7 +31,7 @@ fn seatq_bin() -> &'static Path {
         assert!(
             bin.exists(),
             "{} is missing: run the tests with `cargo test --workspace`, or build it first with \
-             `cargo build -p seatq` (add --release for release tests)",
+             `cargo build -p seatq-cli` (add --release for release tests)",
             bin.display()
         );
         bin

@@ -363,7 +363,7 @@ async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
     let claim = seatq_worker::sql::claim::CLAIM_BATCH.replace("$1", "32");
     assert_seeks_index(&db, &claim, "requests_ready", "claim plan").await;
     // So does the queue count every /metrics scrape makes.
-    assert_seeks_index(&db, seatq_core::sql::stats::QUEUED_NOW, "requests_ready", "queue count plan").await;
+    assert_seeks_index(&db, seatq_worker::sql::metrics::QUEUED_NOW, "requests_ready", "queue count plan").await;
 
     db.drain().await;
     db.client.wait_all(&ids, Some(Duration::ZERO)).await.expect("all 100 processed");

@@ -14,11 +14,6 @@ use tokio::time::Instant;
 /// it counts as a failed attempt and is retried.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Most hours `prune --older-than-hours` takes (over a century): hours × 3600
-/// must not overflow, or a huge value would wrap to a tiny age and prune
-/// recent requests.
-const MAX_HOURS: u64 = 1_000_000;
-
 /// Exit statuses and errors, shown at the end of `seatq --help` (and in the
 /// man page).
 const AFTER_HELP: &str = "\
@@ -141,7 +136,7 @@ enum Command {
     /// for requests older than their --retention-hours).
     Prune {
         /// Age in hours, 0 to 1000000.
-        #[arg(long, default_value_t = 7 * 24, value_parser = clap::value_parser!(u64).range(0..=MAX_HOURS))]
+        #[arg(long, default_value_t = 7 * 24, value_parser = clap::value_parser!(u64).range(0..=seatq_core::limits::MAX_RETENTION_HOURS))]
         older_than_hours: u64,
     },
     /// Print a shell completion script, e.g. `seatq completions bash > /etc/bash_completion.d/seatq`.

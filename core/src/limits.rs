@@ -11,3 +11,7 @@ pub const MAX_HOLD_SECONDS: u32 = 86_400;
 pub const MAX_PAYLOAD_BYTES: usize = 8192;
 /// Longest customer name, in characters.
 pub const MAX_CUSTOMER_CHARS: usize = 200;
+/// Longest retention of finished requests, in hours (`--retention-hours`,
+/// `seatq prune --older-than-hours`): an age in seconds must not overflow,
+/// or a huge value would wrap to a tiny age and prune recent requests.
+pub const MAX_RETENTION_HOURS: u64 = 1_000_000;

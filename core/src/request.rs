@@ -46,10 +46,10 @@ pub struct SeatRequest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seats: Vec<i32>,
     /// Take what is left when fewer seats than the party remain.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
     /// Seat the whole party next to each other in one row.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub together: bool,
 }
 
@@ -61,10 +61,6 @@ pub struct BookingRef {
     pub booking: i64,
     /// The customer who made the booking.
     pub customer: String,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 impl Request {

@@ -54,6 +54,18 @@ impl Jitter {
         Jitter::new(Duration::from_millis(100), Duration::from_secs(10))
     }
 
+    /// Between attempts to reach the database again after losing it: the
+    /// listener's reconnects and the heartbeat's (100 ms doubling to 10 s).
+    pub fn reconnect() -> Jitter {
+        Jitter::new(Duration::from_millis(100), Duration::from_secs(10))
+    }
+
+    /// Between attempts to connect at start (250 ms doubling to 5 s): a
+    /// worker started before its database keeps trying, briefly apart.
+    pub fn starting() -> Jitter {
+        Jitter::new(Duration::from_millis(250), Duration::from_secs(5))
+    }
+
     /// How long a request that failed unexpectedly waits in the queue before
     /// its next attempt, after `attempts` failed attempts (1 s doubling to
     /// 60 s). Its attempts are counted in its row, so this keeps no state.

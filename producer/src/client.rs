@@ -310,8 +310,7 @@ impl Client {
     /// Queue depth, oldest queued age and seats by state.
     pub async fn stats(&self) -> Result<Stats, Error> {
         let requests = sqlx::query_as(seatq_core::sql::stats::REQUESTS_BY_STATUS).fetch_all(&self.pool).await?;
-        let oldest_queued_secs =
-            sqlx::query_scalar(seatq_core::sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;
+        let oldest_queued_secs = sqlx::query_scalar(sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;
         let seats = sqlx::query_as(sql::stats::SEATS_BY_STATE).fetch_all(&self.pool).await?;
         Ok(Stats { requests: requests.into_iter().collect(), oldest_queued_secs, seats: seats.into_iter().collect() })
     }

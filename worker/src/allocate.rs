@@ -35,7 +35,7 @@ pub async fn process(
         Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
         Some(Fault::Slow) => tokio::time::sleep(fault::SLOW).await,
         Some(Fault::Terminate) => {
-            sqlx::query(fault::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
+            sqlx::query(crate::sql::fault::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
         }
         None => {}
     }

@@ -26,11 +26,6 @@ pub enum Fault {
     Terminate,
 }
 
-/// End this session's own backend, as a broken connection would: its
-/// transaction rolls back and the worker sees the connection go
-/// ([`Fault::Terminate`]).
-pub const TERMINATE_OWN_BACKEND: &str = "SELECT pg_terminate_backend(pg_backend_pid())";
-
 /// How long a `fault:slow` request pauses inside its batch.
 pub const SLOW: Duration = Duration::from_secs(2);
 

@@ -8,11 +8,6 @@ use seatq_worker::{Config, Strategy, Worker};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-/// Most hours `--retention-hours` takes (over a century): hours × 3600 must
-/// not overflow, or a huge value would wrap to a tiny age and prune recent
-/// requests.
-const MAX_HOURS: u64 = 1_000_000;
-
 /// Claim seatq booking requests and allocate seats.
 #[derive(Debug, Parser)]
 #[command(name = "seatq-worker", version)]
@@ -56,7 +51,7 @@ struct Args {
     metrics_addr: Option<std::net::SocketAddr>,
     /// Delete finished requests older than this many hours, 0 to 1000000 (0 keeps them).
     #[arg(long, env = "SEATQ_RETENTION_HOURS", default_value_t = 7 * 24,
-          value_parser = clap::value_parser!(u64).range(0..=MAX_HOURS))]
+          value_parser = clap::value_parser!(u64).range(0..=seatq_core::limits::MAX_RETENTION_HOURS))]
     retention_hours: u64,
     /// On SIGTERM/SIGINT, give the batches in hand this many seconds to finish.
     #[arg(long, env = "SEATQ_SHUTDOWN_GRACE_SECS", default_value_t = 30)]

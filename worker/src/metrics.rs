@@ -48,8 +48,10 @@ use prometheus::{
     Counter, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, PullingGauge,
     Registry, TextEncoder,
 };
-use seatq_core::outcome::ErrorCode;
+use seatq_core::outcome::{ErrorCode, Status};
 use seatq_core::sql::stats;
+
+use crate::sql::metrics as sql;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -87,7 +89,7 @@ const OUTCOMES: usize = ERROR_CODES.len() + 2;
 /// The `outcome` label of slot `i` (below [`OUTCOMES`]).
 fn outcome_label(i: usize) -> &'static str {
     match i {
-        0 => "succeeded",
+        0 => Status::Succeeded.as_str(),
         i if i <= ERROR_CODES.len() => ERROR_CODES[i - 1].as_str(),
         _ => "other",
     }
@@ -97,7 +99,7 @@ fn outcome_label(i: usize) -> &'static str {
 /// handles, without allocating.
 fn slot(kind: &str, outcome: &str) -> usize {
     let kind = KINDS.iter().position(|k| *k == kind).unwrap_or(KINDS.len() - 1);
-    let outcome = if outcome == "succeeded" {
+    let outcome = if outcome == Status::Succeeded.as_str() {
         0
     } else {
         ERROR_CODES.iter().position(|c| c.as_str() == outcome).map_or(OUTCOMES - 1, |i| i + 1)
@@ -367,7 +369,7 @@ impl Metrics {
 
 /// Queued requests due and scheduled, and the oldest due one's age.
 async fn queued_now(pool: &PgPool) -> Result<(i64, i64, f64), sqlx::Error> {
-    bounded(pool, |tx| Box::pin(sqlx::query_as(stats::QUEUED_NOW).fetch_one(&mut **tx))).await
+    bounded(pool, |tx| Box::pin(sqlx::query_as(sql::QUEUED_NOW).fetch_one(&mut **tx))).await
 }
 
 /// Run `query` in a transaction of its own (rolled back) under the scrape's
@@ -379,7 +381,7 @@ async fn bounded<T>(
     ) -> futures_util::future::BoxFuture<'t, Result<T, sqlx::Error>>,
 ) -> Result<T, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    sqlx::query(stats::SET_LOCAL_STATEMENT_TIMEOUT).bind(STATEMENT_TIMEOUT_MS.to_string()).execute(&mut *tx).await?;
+    sqlx::query(sql::SET_LOCAL_STATEMENT_TIMEOUT).bind(STATEMENT_TIMEOUT_MS.to_string()).execute(&mut *tx).await?;
     let answer = query(&mut tx).await?;
     tx.rollback().await?;
     Ok(answer)
@@ -452,7 +454,7 @@ async fn scrape(State(s): State<Served>) -> Response {
 /// 200 when the database answers within [`DB_WITHIN`], else 503.
 async fn health(State(s): State<Served>) -> Response {
     unless_shut_down(&s.shutdown, async {
-        match tokio::time::timeout(DB_WITHIN, sqlx::query(stats::PING).execute(&s.pool)).await {
+        match tokio::time::timeout(DB_WITHIN, sqlx::query(sql::PING).execute(&s.pool)).await {
             Ok(Ok(_)) => (StatusCode::OK, "ok\n".to_string()),
             Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")),
             Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: no answer within {DB_WITHIN:?}\n")),

@@ -27,12 +27,8 @@ pub struct Outcome {
     /// Contention retries to add to the request's count.
     pub contended: i32,
     /// Counts as a failed attempt.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub failed_attempt: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 impl Outcome {

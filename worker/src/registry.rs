@@ -111,7 +111,7 @@ const DEREGISTER_WITHIN: Duration = Duration::from_secs(2);
 pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Metrics>, shutdown: CancellationToken) {
     let periodic = Periodic {
         interval,
-        backoff: Some(Jitter::new(Duration::from_millis(200), Duration::from_secs(10))),
+        backoff: Some(Jitter::reconnect()),
         messages: Messages {
             failed: "heartbeat failed: is the database down?",
             failed_again: None,

@@ -61,7 +61,7 @@ impl Worker {
             .min_connections(size)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(crate::warm::on_connect(config.strategy));
-        let mut backoff = Jitter::new(Duration::from_millis(250), Duration::from_secs(5));
+        let mut backoff = Jitter::starting();
         let mut attempts = 0u32;
         loop {
             match seatq_core::db::connect_pool(options.clone(), pool.clone()).await {
@@ -416,7 +416,7 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// lost (in between, the loops' own polls cover). Connecting races the
 /// shutdown token.
 async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
-    let mut backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+    let mut backoff = Jitter::reconnect();
     let mut reconnecting = false;
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
@@ -425,7 +425,7 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
         };
         let mut listener = match connected {
             Ok(l) => {
-                backoff = Jitter::new(Duration::from_millis(100), Duration::from_secs(10));
+                backoff.reset();
                 if reconnecting {
                     tracing::info!("listening for new requests again");
                     wake.everyone();

@@ -1,4 +1,6 @@
-//! The statements both producers and workers run, one module per concern.
+//! The statements both producers and workers run, and the NOTIFY channels they
+//! pass each other their news on, one module per concern.
+//!
 //! Each crate keeps the rest of its SQL beside it: the client's in
 //! `seatq::sql`, the worker's in `seatq_worker::sql`. The schema itself
 //! lives only in `migrations/`.

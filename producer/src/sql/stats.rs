@@ -44,3 +44,8 @@ WHERE event_id = $1 AND seatq.is_live(state, held_until)";
 pub const SEATS_GRANTED: &str = "
 SELECT coalesce(sum(cardinality(seats)), 0)::bigint FROM seatq.bookings
 WHERE event_id = $1 AND seatq.is_live(state, held_until)";
+
+/// Age in seconds of the oldest request that is due and still queued.
+pub const OLDEST_QUEUED_AGE: &str = "
+SELECT extract(epoch FROM now() - min(run_at))::float8
+FROM seatq.requests WHERE status = 'queued' AND run_at <= now()";

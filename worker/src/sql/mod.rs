@@ -9,4 +9,6 @@ pub mod allocation;
 pub mod bookings;
 pub mod claim;
 pub mod expiry;
+pub mod fault;
+pub mod metrics;
 pub mod registry;

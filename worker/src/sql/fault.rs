@@ -1,0 +1,7 @@
+//! Fault injection's statement (see `crate::fault`; off unless
+//! `SEATQ_FAULT_INJECTION=1`).
+
+/// End this session's own backend, as a broken connection would: its
+/// transaction rolls back and the worker sees the connection go
+/// ([`Fault::Terminate`]).
+pub const TERMINATE_OWN_BACKEND: &str = "SELECT pg_terminate_backend(pg_backend_pid())";

@@ -62,7 +62,13 @@ ALTER TABLE seatq.requests SET (
 );
 
 -- Enqueue one request; with an idempotency key already used, return the
--- first request's id instead of inserting a second one. The priority is an
+-- first request's id instead of inserting a second one, provided the kind and
+-- payload are the first request's too (compared as jsonb: key order and
+-- spacing do not matter). A key reused for another kind or payload is a
+-- mistake that would otherwise pass silently, so it is refused with seatq's
+-- own SQLSTATE SQ001, its message starting with the code
+-- `idempotency_conflict` (core/src/sqlstate.rs), and nothing is inserted. A
+-- NULL run_at means now. The priority is an
 -- int here but a smallint in the table: out of range, it fails naming the
 -- argument and the range (SQLSTATE 22003) rather than with a bare "smallint
 -- out of range".
@@ -91,17 +97,26 @@ CREATE FUNCTION seatq.enqueue(
 LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint;
+    v_kind text;
+    v_payload jsonb;
 BEGIN
     IF p_priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION 'priority must be between -32768 and 32767'
             USING ERRCODE = 'numeric_value_out_of_range', DETAIL = format('priority %s was given', p_priority);
     END IF;
     INSERT INTO seatq.requests (kind, payload, idempotency_key, priority, run_at)
-    VALUES (p_kind, p_payload, p_idempotency_key, p_priority, p_run_at)
+    VALUES (p_kind, p_payload, p_idempotency_key, p_priority, coalesce(p_run_at, now()))
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
-        SELECT id INTO v_id FROM seatq.requests WHERE idempotency_key = p_idempotency_key;
+        SELECT id, kind, payload INTO v_id, v_kind, v_payload
+        FROM seatq.requests WHERE idempotency_key = p_idempotency_key;
+        IF v_kind IS DISTINCT FROM p_kind OR v_payload IS DISTINCT FROM p_payload THEN
+            RAISE EXCEPTION 'idempotency_conflict: idempotency key "%" was first used by request % with another kind or payload',
+                p_idempotency_key, v_id
+                USING ERRCODE = 'SQ001',
+                      HINT = 'Use a new key for a new request; the same key with the same kind and payload returns the first request.';
+        END IF;
     END IF;
     RETURN v_id;
 END

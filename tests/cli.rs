@@ -291,6 +291,61 @@ async fn the_same_key_returns_the_same_request() {
 }
 
 #[tokio::test]
+async fn a_key_reused_for_another_request_is_refused_with_exit_1() {
+    let (db, url, ev) = setup(12).await;
+    let book = |customer| ["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", customer];
+    let first = seatq_exits(&url, &[&book("ann")[..], &["--key", "order-77"]].concat(), 0).await;
+    let other = [&book("bob")[..], &["--key", "order-77"]].concat();
+    let out = seatq_exits(&url, &other, 1).await;
+    let expected = format!(
+        "idempotency_conflict: idempotency key \"order-77\" was first used by request {} with another kind or payload",
+        first.stdout.trim()
+    );
+    assert_eq!(out.stdout.trim(), expected, "{out:?}");
+    let refusal = seatq_exits(&url, &json(&other), 1).await.json();
+    assert_eq!(refusal["error_code"], "idempotency_conflict", "{refusal}");
+    assert_eq!(count_requests(&db).await, 1);
+
+    // In a file: a bad line like any other, by its number.
+    let keyed = |customer: &str, key: &str| {
+        let line = String::from_utf8(book_line(&ev, customer)).unwrap();
+        format!("{}, \"idempotency_key\": \"{key}\"}}", line.strip_suffix('}').unwrap_or(&line)).into_bytes()
+    };
+    let file = write_file(&db, "keys", &[&keyed("cat", "k1"), &keyed("dan", "order-77"), &keyed("eve", "k1")]);
+    let path = file.to_str().unwrap();
+    let out = seatq_exits(&url, &["enqueue", "--strict", "--file", path], 1).await;
+    assert!(out.stdout.contains("enqueued nothing: 2 bad lines"), "{out:?}");
+    assert_eq!(count_requests(&db).await, 1);
+    let report = seatq_exits(&url, &json(&["enqueue", "--file", path]), 1).await.json();
+    let bad: Vec<(&Value, &Value)> =
+        report["bad_lines"].as_array().unwrap().iter().map(|b| (&b["line"], &b["code"])).collect();
+    assert_eq!(bad, [(&2.into(), &"idempotency_conflict".into()), (&3.into(), &"idempotency_conflict".into())]);
+    assert_eq!(report["enqueued"].as_array().map(Vec::len), Some(1), "{report}");
+    assert_eq!(count_requests(&db).await, 2);
+    let _ = std::fs::remove_file(file);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn at_schedules_a_request_for_later() {
+    let (db, url, ev) = setup(12).await;
+    let book = ["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann"];
+    let at = [&book[..], &["--at", "2100-01-31T19:00:00+01:00"]].concat();
+    let id = seatq_exits(&url, &at, 0).await.stdout.trim().to_string();
+    let record = seatq_exits(&url, &json(&["status", &id]), 0).await.json();
+    assert_eq!(record["run_at"], "2100-01-31T18:00:00Z", "{record}");
+    db.drain().await;
+    let record = seatq_exits(&url, &json(&["status", &id]), 0).await.json();
+    assert_eq!(record["status"], "queued", "not before its time: {record}");
+
+    let out = seatq_exits(&url, &[&book[..], &["--at", "tomorrow"]].concat(), 2).await;
+    assert!(out.stderr.contains("RFC 3339"), "{out:?}");
+    // Clean up: the request is not due for a long time.
+    sqlx::query("DELETE FROM seatq.requests").execute(&db.pool).await.unwrap();
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
 async fn without_retries_an_unreachable_server_is_an_error_naming_its_cause_once() {
     let port = free_port();
     let url = format!("postgres://postgres@127.0.0.1:{port}/seatq");

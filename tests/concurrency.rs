@@ -45,7 +45,7 @@ fn mixed_requests(event: i64) -> Vec<NewRequest> {
     for class in [1, 2, 3] {
         for n in 0..34 {
             let r = SeatRequest::new(event, class, 1, format!("single{class}-{n}"));
-            out.push(NewRequest { request: Request::Book(r), idempotency_key: None, priority: -1 });
+            out.push(NewRequest { priority: -1, ..NewRequest::from(Request::Book(r)) });
         }
     }
     out.truncate(REQUESTS);

@@ -12,13 +12,18 @@ use seatq_worker::Config;
 async fn enqueue_with_the_same_key_returns_the_first_request() {
     let db = TestDb::new().await;
     let ev = db.client.add_event("E", 20, 6).await.unwrap();
-    let new =
-        NewRequest { request: Request::Book(hold(ev, 1, 2, "ann")), idempotency_key: Some("k1".into()), priority: 0 };
+    let ann = Request::Book(hold(ev, 1, 2, "ann"));
+    let new = NewRequest { idempotency_key: Some("k1".into()), ..ann.clone().into() };
     let first = db.client.enqueue(new.clone()).await.unwrap();
     let again = db.client.enqueue(new.clone()).await.unwrap();
     assert_eq!(first, again);
-    // The SQL interface behaves the same, even with another payload.
-    let by_sql: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', '{}', 'k1')").fetch_one(&db.pool).await.unwrap();
+    // The SQL interface behaves the same (the same kind and payload: another
+    // would be an idempotency conflict, see tests/storefront.rs).
+    let by_sql: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', $1, 'k1')")
+        .bind(ann.payload())
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(by_sql, first);
     let other = db.client.enqueue(NewRequest { idempotency_key: Some("k2".into()), ..new }).await.unwrap();
     assert_ne!(other, first);
@@ -26,16 +31,8 @@ async fn enqueue_with_the_same_key_returns_the_first_request() {
     let batch = db
         .client
         .enqueue_many(&[
-            NewRequest {
-                request: Request::Book(hold(ev, 1, 1, "bob")),
-                idempotency_key: Some("k2".into()),
-                priority: 0,
-            },
-            NewRequest {
-                request: Request::Book(hold(ev, 1, 1, "cat")),
-                idempotency_key: Some("k3".into()),
-                priority: 0,
-            },
+            NewRequest { idempotency_key: Some("k2".into()), ..ann.into() },
+            NewRequest { idempotency_key: Some("k3".into()), ..Request::Book(hold(ev, 1, 1, "cat")).into() },
         ])
         .await
         .unwrap();

@@ -63,7 +63,7 @@ async fn a_database_restart_under_load_loses_nothing() {
     let batch: Vec<NewRequest> = (0..REQUESTS)
         .map(|n| {
             let r = SeatRequest::new(events[n % 3], [1, 2, 3][rng.usize(..3)], rng.u32(1..=4), format!("c{n}"));
-            NewRequest { request: Request::Book(r), idempotency_key: Some(format!("order-{n}")), priority: 0 }
+            NewRequest { idempotency_key: Some(format!("order-{n}")), ..NewRequest::from(Request::Book(r)) }
         })
         .collect();
 

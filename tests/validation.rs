@@ -190,7 +190,7 @@ async fn a_string_with_u0000_is_refused_by_every_path() {
     let err = db.client.enqueue(Request::Hold(r.clone())).await.expect_err("refused");
     assert!(matches!(&err, seatq::Error::Invalid(e) if e.code() == "invalid_request"), "{err}");
     r.customer = "ann".into();
-    let keyed = seatq::NewRequest { request: Request::Hold(r), idempotency_key: Some("k\u{0}".into()), priority: 0 };
+    let keyed = seatq::NewRequest { idempotency_key: Some("k\u{0}".into()), ..Request::Hold(r).into() };
     let err = db.client.enqueue(keyed).await.expect_err("refused");
     assert_eq!(err.to_string(), "idempotency_key: must not contain U+0000 (NUL)");
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap();

@@ -93,9 +93,10 @@ enum Command {
         #[command(flatten)]
         queue: QueueArgs,
     },
-    /// Enqueue requests from a JSON-lines file: {"kind", "payload", "idempotency_key"?, "priority"?} per line.
-    /// Bad lines are reported (file:line: code: reason) and the good ones enqueued, all in one transaction;
-    /// exits 1 if any line was bad.
+    /// Enqueue requests from a JSON-lines file: {"kind", "payload", "idempotency_key"?, "priority"?, "run_at"?}
+    /// per line (run_at an RFC 3339 time). Bad lines (malformed, or reusing an idempotency key for another
+    /// request: idempotency_conflict) are reported (file:line: code: reason) and the good ones enqueued, all in
+    /// one transaction; exits 1 if any line was bad.
     Enqueue {
         /// The file ("-" for standard input).
         #[arg(long)]
@@ -195,9 +196,20 @@ struct QueueArgs {
     /// Higher runs first, -32768 to 32767.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i16,
+    /// Not to be processed before this time, in RFC 3339 (e.g. 2030-01-31T18:00:00Z or
+    /// 2030-01-31T19:00:00+01:00) [default: at once].
+    #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+    at: Option<chrono::DateTime<chrono::Utc>>,
     /// Block until the outcome is known and print it.
     #[arg(long)]
     wait: bool,
+}
+
+/// A time in RFC 3339, for `--at`.
+fn rfc3339(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{e}: expected an RFC 3339 time such as 2030-01-31T18:00:00Z"))
 }
 
 #[tokio::main]
@@ -489,7 +501,7 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
 /// so that retrying is safe); print the id, or with --wait the outcome.
 async fn submit(ctx: &Ctx, request: Request, q: QueueArgs) -> anyhow::Result<ExitCode> {
     let key = q.key.unwrap_or_else(|| seatq::client::new_idempotency_key("cli"));
-    let new = NewRequest { request, idempotency_key: Some(key), priority: q.priority };
+    let new = NewRequest { request, idempotency_key: Some(key), priority: q.priority, run_at: q.at };
     // Refused before connecting: a malformed request needs no database.
     if let Err(e) = new.check() {
         return Ok(refused(&e, ctx.json));
@@ -564,21 +576,30 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
 /// `strict` if any is bad) in one transaction; report each bad line with its
 /// number and reason.
 async fn enqueue_file(ctx: &Ctx, file: &str, strict: bool) -> anyhow::Result<ExitCode> {
-    let parsed = if file == "-" {
+    let mut parsed = if file == "-" {
         seatq::bulk::parse(std::io::stdin().lock())
     } else {
         let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
         seatq::bulk::parse(std::io::BufReader::new(f))
     }
     .with_context(|| format!("reading {file}"))?;
+    let client = if (strict && !parsed.bad.is_empty()) || parsed.good.is_empty() {
+        None
+    } else {
+        // A line reusing a key for another request is a bad line too.
+        let client = ctx.connect().await?;
+        let conflicts =
+            ctx.retry.run("checking idempotency keys", || client.idempotency_conflicts(&parsed.good)).await?;
+        parsed.refuse(conflicts);
+        Some(client)
+    };
     for bad in &parsed.bad {
         eprintln!("{file}:{}: {}: {}", bad.line, bad.code, bad.reason);
     }
     let refused = strict && !parsed.bad.is_empty();
-    let ids = if refused || parsed.good.is_empty() {
-        Vec::new()
-    } else {
-        ctx.connect().await?.enqueue_all(&parsed.good, &ctx.retry).await?
+    let ids = match client {
+        Some(client) if !refused && !parsed.good.is_empty() => client.enqueue_all(&parsed.good, &ctx.retry).await?,
+        _ => Vec::new(),
     };
     if ctx.json {
         let bad: Vec<Value> = parsed

@@ -38,7 +38,9 @@ pub enum Error {
          and its schema itself on first use."
     )]
     Unreachable { target: String, source: sqlx::Error },
-    /// A request failed validation before it was enqueued.
+    /// A request was refused before it was enqueued: it failed validation,
+    /// or its idempotency key was first used for another request
+    /// ([`ErrorCode::IdempotencyConflict`]).
     #[error(transparent)]
     Invalid(#[from] RequestError),
     /// No request with this id.
@@ -56,7 +58,7 @@ pub enum Error {
     )]
     CommitUnknown { xid: String, source: sqlx::Error },
     #[error("database error: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The database holds a `seatq` schema made by an earlier development
@@ -70,6 +72,21 @@ pub enum Error {
          at another database."
     )]
     OldSchema { database: String },
+}
+
+impl From<sqlx::Error> for Error {
+    /// A database error; an idempotency conflict raised by `seatq.enqueue`
+    /// is the refusal it stands for, [`Error::Invalid`].
+    fn from(error: sqlx::Error) -> Self {
+        if sqlstate::is_idempotency_conflict(&error)
+            && let Some(db) = error.as_database_error()
+        {
+            let prefix = format!("{}: ", ErrorCode::IdempotencyConflict);
+            let message = db.message().strip_prefix(&prefix).unwrap_or(db.message()).to_string();
+            return Error::Invalid(RequestError { code: ErrorCode::IdempotencyConflict, message });
+        }
+        Error::Db(error)
+    }
 }
 
 impl Error {

@@ -91,7 +91,8 @@ pub struct SeatInfo {
 }
 
 labelled! {
-    /// Stable error codes recorded in `seatq.requests.error_code`.
+    /// Stable error codes recorded in `seatq.requests.error_code` (and one,
+    /// `idempotency_conflict`, of an enqueue refused outright).
     pub enum ErrorCode {
         /// The kind is not hold, book, confirm or cancel.
         UnknownKind,
@@ -133,6 +134,10 @@ labelled! {
         BookingCancelled,
         /// Processing failed unexpectedly `max_attempts` times (status `dead`).
         Internal,
+        /// The idempotency key was first used for a request of another kind or
+        /// payload. The enqueue is refused and nothing is stored, so this code
+        /// is never recorded on a request.
+        IdempotencyConflict,
     }
 }
 

@@ -10,6 +10,15 @@ pub const CONNECTION_EXCEPTION_CLASS: &str = "08";
 /// Class 53, insufficient resources: too many connections, out of memory or disk.
 pub const INSUFFICIENT_RESOURCES_CLASS: &str = "53";
 
+/// Class SQ, seatq's own: codes its functions raise (an implementation-defined
+/// class, as the SQL standard leaves classes I to Z; PostgreSQL uses none
+/// starting with S).
+pub const SEATQ_CLASS: &str = "SQ";
+/// SQ001: `seatq.enqueue` was given an idempotency key already used for a
+/// request of another kind or payload; nothing was inserted. The message
+/// starts with the code `idempotency_conflict`.
+pub const IDEMPOTENCY_CONFLICT: &str = "SQ001";
+
 /// 22003: a number does not fit its type.
 pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 /// 22P05: a character the database cannot store (U+0000 in `jsonb` or `text`).
@@ -107,4 +116,9 @@ pub fn is_database_created_meanwhile(error: &sqlx::Error) -> bool {
 /// The statement was cancelled (57014): `statement_timeout`, or a cancel request.
 pub fn is_query_canceled(error: &sqlx::Error) -> bool {
     is(error, QUERY_CANCELED)
+}
+
+/// An idempotency key reused for another request (SQ001, see [`IDEMPOTENCY_CONFLICT`]).
+pub fn is_idempotency_conflict(error: &sqlx::Error) -> bool {
+    is(error, IDEMPOTENCY_CONFLICT)
 }

@@ -1,11 +1,12 @@
 //! Bulk files: one request per line, as JSON
-//! `{"kind": …, "payload": {…}, "idempotency_key"?: …, "priority"?: …}`.
+//! `{"kind": …, "payload": {…}, "idempotency_key"?: …, "priority"?: …, "run_at"?: "<RFC 3339 time>"}`.
 //! Every line is parsed and validated before anything is enqueued, so a bad
 //! line (not UTF-8, not JSON, not a valid request) is reported with its
 //! number and reason and never half enqueued.
 
 use std::io::BufRead;
 
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -23,6 +24,8 @@ struct Line {
     idempotency_key: Option<String>,
     #[serde(default)]
     priority: i16,
+    #[serde(default)]
+    run_at: Option<DateTime<Utc>>,
 }
 
 /// A line that cannot be enqueued.
@@ -40,7 +43,30 @@ pub struct BadLine {
 pub struct Parsed {
     /// Valid requests, in file order.
     pub good: Vec<NewRequest>,
+    /// The line number of each of `good`.
+    pub lines: Vec<usize>,
     pub bad: Vec<BadLine>,
+}
+
+impl Parsed {
+    /// Move the requests of `good` at these positions (with why each is
+    /// refused, e.g. from [`crate::Client::idempotency_conflicts`]) to `bad`,
+    /// by line number; `bad` stays in line order.
+    pub fn refuse(&mut self, refused: Vec<(usize, crate::RequestError)>) {
+        let mut refused: std::collections::BTreeMap<usize, crate::RequestError> = refused.into_iter().collect();
+        let good = std::mem::take(&mut self.good);
+        let lines = std::mem::take(&mut self.lines);
+        for (i, (new, line)) in good.into_iter().zip(lines).enumerate() {
+            match refused.remove(&i) {
+                Some(e) => self.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message }),
+                None => {
+                    self.good.push(new);
+                    self.lines.push(line);
+                }
+            }
+        }
+        self.bad.sort_by_key(|b| b.line);
+    }
 }
 
 /// Parse and validate every line (blank lines are skipped). Only an I/O
@@ -77,7 +103,13 @@ pub fn parse(mut reader: impl BufRead) -> std::io::Result<Parsed> {
                 .and_then(|r| l.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key).map(|()| r))
             {
                 Ok(request) => {
-                    parsed.good.push(NewRequest { request, idempotency_key: l.idempotency_key, priority: l.priority })
+                    parsed.good.push(NewRequest {
+                        request,
+                        idempotency_key: l.idempotency_key,
+                        priority: l.priority,
+                        run_at: l.run_at,
+                    });
+                    parsed.lines.push(n);
                 }
                 Err(e) => parsed.bad.push(bad(e.code(), e.message)),
             },

@@ -6,31 +6,33 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgExecutor, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
-use crate::outcome::RequestRecord;
+use crate::outcome::{ErrorCode, RequestRecord};
 use crate::request::Request;
 use crate::retry::Jitter;
-use crate::{Error, db, sql, validate};
+use crate::waiters::{Finished, Waiter, Waiters};
+use crate::{Error, RequestError, db, sql, validate};
 
 /// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
 const BULK_CHUNK: usize = 1000;
-
-/// How often [`Client::wait`] re-reads the request when no NOTIFY arrives
-/// (notifications are hints: one sent while the listener reconnects is lost).
-const WAIT_POLL: Duration = Duration::from_millis(500);
 
 /// One request to enqueue, with its queue options.
 #[derive(Debug, Clone)]
 pub struct NewRequest {
     pub request: Request,
-    /// A second enqueue with the same key returns the first request's id.
+    /// A second enqueue with the same key, kind and payload returns the
+    /// first request's id; with another kind or payload it is refused
+    /// ([`ErrorCode::IdempotencyConflict`]).
     pub idempotency_key: Option<String>,
     /// Higher runs first (default 0).
     pub priority: i16,
+    /// Not to be processed before this time (default: at once).
+    pub run_at: Option<DateTime<Utc>>,
 }
 
 impl NewRequest {
@@ -43,7 +45,7 @@ impl NewRequest {
 
 impl From<Request> for NewRequest {
     fn from(request: Request) -> Self {
-        NewRequest { request, idempotency_key: None, priority: 0 }
+        NewRequest { request, idempotency_key: None, priority: 0, run_at: None }
     }
 }
 
@@ -91,34 +93,37 @@ pub struct WorkerInfo {
     pub heartbeat_age_secs: f64,
 }
 
-/// A handle on a seatq database, cheap to clone.
+/// A handle on a seatq database, cheap to clone. Its clones share one pool
+/// and one waiter hub: however many callers wait for outcomes at once, they
+/// use one listening connection besides the pool's.
 #[derive(Debug, Clone)]
 pub struct Client {
     pool: PgPool,
+    waiters: Waiters,
 }
 
 impl Client {
     /// Connect to `url` (creating the database and applying migrations if needed).
     pub async fn connect(url: &str) -> Result<Client, Error> {
-        Ok(Client { pool: db::connect(db::options(url)?, 4).await? })
+        Ok(Client::from_pool(db::connect(db::options(url)?, 4).await?))
     }
 
     /// [`Client::connect`], with every wait for a connection (connecting
     /// included) bounded by `acquire_timeout`, so that an outage surfaces as
     /// an error soon, for the caller to retry (see [`Retry`]).
     pub async fn connect_with_timeout(url: &str, acquire_timeout: Duration) -> Result<Client, Error> {
-        Ok(Client {
-            pool: db::connect_pool(
+        Ok(Client::from_pool(
+            db::connect_pool(
                 db::options(url)?,
                 PgPoolOptions::new().max_connections(4).acquire_timeout(acquire_timeout),
             )
             .await?,
-        })
+        ))
     }
 
     /// Use an existing pool (migrations must already be applied).
     pub fn from_pool(pool: PgPool) -> Client {
-        Client { pool }
+        Client { waiters: Waiters::new(pool.clone()), pool }
     }
 
     /// The underlying pool.
@@ -126,29 +131,58 @@ impl Client {
         &self.pool
     }
 
-    /// Validate and enqueue one request; returns its id.
+    /// Validate and enqueue one request; returns its id. An idempotency key
+    /// already used for another kind or payload is refused with
+    /// [`Error::Invalid`] ([`ErrorCode::IdempotencyConflict`]).
     pub async fn enqueue(&self, new: impl Into<NewRequest>) -> Result<i64, Error> {
-        let new = new.into();
-        new.check()?;
-        let id = sqlx::query_scalar(sql::queue::ENQUEUE)
-            .bind(new.request.kind())
-            .bind(new.request.payload())
-            .bind(new.idempotency_key)
-            .bind(i32::from(new.priority))
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(id)
+        enqueue_in(&self.pool, new).await
     }
 
     /// Validate and enqueue many requests in one statement; returns their ids
-    /// in order. Nothing is enqueued if any request is invalid.
+    /// in order. Nothing is enqueued if any request is invalid, or if any
+    /// reuses an idempotency key for another kind or payload (the whole batch
+    /// is refused with [`ErrorCode::IdempotencyConflict`], naming the key; see
+    /// [`Client::idempotency_conflicts`] to find such requests first).
     pub async fn enqueue_many(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Error> {
         for new in batch {
             new.check()?;
         }
+        Ok(enqueue_chunk(&self.pool, batch).await?)
+    }
+
+    /// The requests of `batch` (by position, from 0) whose idempotency key
+    /// was first used for another kind or payload, by a stored request or an
+    /// earlier request of the batch, each with the refusal enqueueing it
+    /// would meet. A check before enqueueing, to report such requests one by
+    /// one (`seatq enqueue --file` does, by line); a conflicting request
+    /// stored meanwhile by someone else is still refused by the enqueue.
+    pub async fn idempotency_conflicts(&self, batch: &[NewRequest]) -> Result<Vec<(usize, RequestError)>, Error> {
+        let keyed: Vec<&NewRequest> = batch.iter().filter(|n| n.idempotency_key.is_some()).collect();
+        if keyed.is_empty() {
+            return Ok(Vec::new());
+        }
         let kinds: Vec<&str> = batch.iter().map(|n| n.request.kind()).collect();
         let payloads: Vec<Value> = batch.iter().map(|n| n.request.payload()).collect();
-        self.enqueue_raw(&kinds, &payloads, batch.iter().map(|n| (n.idempotency_key.clone(), n.priority))).await
+        let keys: Vec<Option<&str>> = batch.iter().map(|n| n.idempotency_key.as_deref()).collect();
+        let rows: Vec<(i64, String, Option<i64>, Option<i64>)> = sqlx::query_as(sql::queue::IDEMPOTENCY_CONFLICTS)
+            .bind(kinds)
+            .bind(payloads)
+            .bind(keys)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(position, key, first_id, first_position)| {
+                let first = match (first_id, first_position) {
+                    (Some(id), _) => format!("request {id}"),
+                    (None, Some(p)) => format!("request {p} of this batch"),
+                    (None, None) => "another request".to_string(),
+                };
+                let message =
+                    format!("idempotency key \"{key}\" was first used by {first} with another kind or payload");
+                (position as usize - 1, RequestError { code: ErrorCode::IdempotencyConflict, message })
+            })
+            .collect())
     }
 
     /// Validate and enqueue any number of requests in one transaction (a
@@ -215,11 +249,11 @@ impl Client {
 
     /// One attempt of [`Client::enqueue_all`].
     async fn enqueue_all_once(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Attempt> {
-        let failed = |e: sqlx::Error| Attempt::Failed(Error::Db(e));
+        let failed = |e: sqlx::Error| Attempt::Failed(Error::from(e));
         let mut tx = self.pool.begin().await.map_err(failed)?;
         let mut ids = Vec::with_capacity(batch.len());
         for chunk in batch.chunks(BULK_CHUNK) {
-            ids.extend(enqueue_chunk(&mut tx, chunk).await.map_err(failed)?);
+            ids.extend(enqueue_chunk(&mut *tx, chunk).await.map_err(failed)?);
         }
         let xid: String = sqlx::query_scalar(sql::queue::CURRENT_XACT_ID).fetch_one(&mut *tx).await.map_err(failed)?;
         match tx.commit().await {
@@ -247,11 +281,13 @@ impl Client {
         options: impl Iterator<Item = (Option<String>, i16)>,
     ) -> Result<Vec<i64>, Error> {
         let (keys, priorities): (Vec<Option<String>>, Vec<i32>) = options.map(|(k, p)| (k, i32::from(p))).unzip();
+        let run_at: Vec<Option<DateTime<Utc>>> = vec![None; kinds.len()];
         let ids = sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
             .bind(kinds)
             .bind(payloads)
             .bind(keys)
             .bind(priorities)
+            .bind(run_at)
             .fetch_all(&self.pool)
             .await?;
         Ok(ids)
@@ -263,48 +299,54 @@ impl Client {
         record.ok_or(Error::NotFound(id))
     }
 
-    /// Wait until the request is finished, woken by NOTIFY with a fallback
-    /// poll; `None` waits for ever.
+    /// Wait until the request is finished; `None` waits for ever (else
+    /// [`Error::Timeout`]). Every wait on this client and its clones shares
+    /// one listening connection (LISTEN `seatq_done`, a notification being
+    /// only a hint to re-read the row) and one poll of every waiter's row in
+    /// one statement, every 500 ms, which serves them while the listener is
+    /// away; a wait given up (its future dropped) leaves the hub.
     pub async fn wait(&self, id: i64, timeout: Option<Duration>) -> Result<RequestRecord, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut listener = db::listen(&self.pool, seatq_core::sql::notify::DONE_CHANNEL).await?;
-        loop {
-            // Read after LISTEN, so a finish between the two is not missed.
-            let record = self.status(id).await?;
-            if record.status.is_terminal() {
-                return Ok(record);
-            }
-            let nap = match deadline {
-                Some(d) if Instant::now() >= d => return Err(Error::Timeout(id)),
-                Some(d) => WAIT_POLL.min(d - Instant::now()),
-                None => WAIT_POLL,
-            };
-            let wanted = id.to_string();
-            let _ = tokio::time::timeout(nap, async {
-                while let Ok(n) = listener.recv().await {
-                    if n.payload() == wanted {
-                        break;
-                    }
-                }
-            })
-            .await;
+        // Registered before the first read, so that a finish in between is
+        // not missed.
+        let mut waiter = self.waiters.register(id);
+        let record = self.status(id).await?;
+        if record.status.is_terminal() {
+            return Ok(record);
+        }
+        let finished = match deadline {
+            Some(d) => tokio::time::timeout_at(d, waiter.finished()).await.map_err(|_| Error::Timeout(id))?,
+            None => waiter.finished().await,
+        };
+        match finished {
+            Finished::Done(record) => Ok(*record),
+            Finished::Gone => Err(Error::NotFound(id)),
         }
     }
 
-    /// Wait until none of these requests is queued any more.
+    /// Wait until none of these requests is queued any more (an id with no
+    /// request counts as finished); on timeout, [`Error::Timeout`] names
+    /// the first still queued. Served by the same hub as [`Client::wait`],
+    /// with one read for all of them at the start.
     pub async fn wait_all(&self, ids: &[i64], timeout: Option<Duration>) -> Result<(), Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let left: i64 = sqlx::query_scalar(sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(&self.pool).await?;
-            if left == 0 {
-                return Ok(());
+        let mut waiters: Vec<Waiter> = ids.iter().map(|id| self.waiters.register(*id)).collect();
+        let done: std::collections::HashSet<i64> =
+            self.waiters.read(ids).await?.into_iter().map(|(id, _)| id).collect();
+        waiters.retain(|w| !done.contains(&w.id()));
+        for waiter in &mut waiters {
+            match deadline {
+                Some(d) => {
+                    if tokio::time::timeout_at(d, waiter.finished()).await.is_err() {
+                        return Err(Error::Timeout(waiter.id()));
+                    }
+                }
+                None => {
+                    waiter.finished().await;
+                }
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                let first = ids.first().copied().unwrap_or_default();
-                return Err(Error::Timeout(first));
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
         }
+        Ok(())
     }
 
     /// Queue depth, oldest queued age and seats by state.
@@ -413,18 +455,46 @@ impl Client {
     }
 }
 
-/// Enqueue one chunk of requests on `conn` in one statement.
-async fn enqueue_chunk(conn: &mut PgConnection, chunk: &[NewRequest]) -> Result<Vec<i64>, sqlx::Error> {
+/// Validate and enqueue one request on `executor`: a connection, a pool, or
+/// the caller's own transaction (`seatq::enqueue_in(&mut *tx, request)`),
+/// so that, say, a shop's order row and its booking request commit together
+/// or not at all. Returns the request's id; the request is processed once
+/// the transaction commits (workers never see it before).
+///
+/// Refused like [`Client::enqueue`]: an invalid request before anything is
+/// sent, and an idempotency key first used for another kind or payload with
+/// [`Error::Invalid`] ([`ErrorCode::IdempotencyConflict`]). The database
+/// raises the latter, which aborts the caller's transaction (PostgreSQL
+/// aborts a transaction on any error); enqueue under a savepoint
+/// (`tx.begin()`) to carry on after one.
+pub async fn enqueue_in<'c>(executor: impl PgExecutor<'c>, new: impl Into<NewRequest>) -> Result<i64, Error> {
+    let new = new.into();
+    new.check()?;
+    let id = sqlx::query_scalar(sql::queue::ENQUEUE)
+        .bind(new.request.kind())
+        .bind(new.request.payload())
+        .bind(new.idempotency_key)
+        .bind(i32::from(new.priority))
+        .bind(new.run_at)
+        .fetch_one(executor)
+        .await?;
+    Ok(id)
+}
+
+/// Enqueue one chunk of requests on `executor` in one statement.
+async fn enqueue_chunk<'c>(executor: impl PgExecutor<'c>, chunk: &[NewRequest]) -> Result<Vec<i64>, sqlx::Error> {
     let kinds: Vec<&str> = chunk.iter().map(|n| n.request.kind()).collect();
     let payloads: Vec<Value> = chunk.iter().map(|n| n.request.payload()).collect();
     let keys: Vec<Option<&str>> = chunk.iter().map(|n| n.idempotency_key.as_deref()).collect();
     let priorities: Vec<i32> = chunk.iter().map(|n| i32::from(n.priority)).collect();
+    let run_at: Vec<Option<DateTime<Utc>>> = chunk.iter().map(|n| n.run_at).collect();
     sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
         .bind(kinds)
         .bind(payloads)
         .bind(keys)
         .bind(priorities)
-        .fetch_all(conn)
+        .bind(run_at)
+        .fetch_all(executor)
         .await
 }
 

@@ -7,7 +7,9 @@
 //!
 //! This crate is the producer's library:
 //!
-//! - [`client`]: enqueue, wait for outcomes, stats, invariant checks;
+//! - [`client`]: enqueue (also inside the caller's own transaction:
+//!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
+//!   listening connection), stats, invariant checks;
 //! - [`bulk`]: request files, checked line by line;
 //! - [`sql`]: the statements the client runs.
 //!
@@ -29,8 +31,9 @@
 pub mod bulk;
 pub mod client;
 pub mod sql;
+mod waiters;
 
-pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo};
+pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, Request, RequestError, RequestRecord, SeatInfo,
     SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate, validate,

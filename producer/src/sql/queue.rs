@@ -1,14 +1,39 @@
 //! The producer's side of the queue: enqueue, read requests back.
 
-/// Enqueue one request (idempotent on the key). Binds kind, payload, key, priority.
-pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4)";
+/// Enqueue one request (idempotent on the key). Binds kind, payload, key,
+/// priority, run_at (NULL: now).
+pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4, $5)";
 
 /// Enqueue many requests in one statement; returns their ids in input order.
-/// Binds arrays of kind, payload, key, priority.
+/// Binds arrays of kind, payload, key, priority, run_at (NULL: now).
 pub const ENQUEUE_MANY: &str = "
-SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority) AS id
-FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[]) WITH ORDINALITY AS t(kind, payload, key, priority, ord)
+SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority, t.run_at) AS id
+FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[], $5::timestamptz[])
+     WITH ORDINALITY AS t(kind, payload, key, priority, run_at, ord)
 ORDER BY t.ord";
+
+/// Which requests of a batch (arrays of kind $1, payload $2, key $3) reuse
+/// an idempotency key for another kind or payload: the key's first use is
+/// the stored request if there is one, else the batch's first line with it.
+/// Returns each conflicting line's position (from 1), its key and the id of
+/// the stored request it conflicts with (NULL for a line of the batch).
+pub const IDEMPOTENCY_CONFLICTS: &str = "
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS t(kind, payload, key, ord)
+    WHERE key IS NOT NULL
+)
+SELECT b.ord AS position, b.key, stored.id AS first_id, CASE WHEN stored.id IS NULL THEN first.ord END AS first_position
+FROM b
+LEFT JOIN LATERAL (
+    SELECT r.id, r.kind, r.payload FROM seatq.requests r WHERE r.idempotency_key = b.key
+) stored ON true
+LEFT JOIN LATERAL (
+    SELECT f.ord, f.kind, f.payload FROM b f WHERE f.key = b.key ORDER BY f.ord LIMIT 1
+) first ON true
+WHERE CASE WHEN stored.id IS NOT NULL
+           THEN (stored.kind, stored.payload) IS DISTINCT FROM (b.kind, b.payload)
+           ELSE (first.kind, first.payload) IS DISTINCT FROM (b.kind, b.payload) END
+ORDER BY b.ord";
 
 /// The columns of a request as a producer reads them.
 macro_rules! request_columns {
@@ -23,6 +48,17 @@ pub const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seat
 
 /// How many of these requests are still queued.
 pub const COUNT_UNFINISHED: &str = "SELECT count(*) FROM seatq.requests WHERE id = ANY($1) AND status = 'queued'";
+
+/// Of the requests waited for ($1), those finished (with their row) and
+/// those gone (no row: `id` NULL), each with the id asked for as `wanted`;
+/// requests still queued are left out. One statement for every waiter.
+pub const FINISHED_OR_GONE: &str = concat!(
+    "SELECT w.wanted, r.* FROM unnest($1::bigint[]) AS w(wanted)
+     LEFT JOIN LATERAL (SELECT ",
+    request_columns!(),
+    " FROM seatq.requests WHERE id = w.wanted) r ON true
+     WHERE r.id IS NULL OR r.status <> 'queued'"
+);
 
 /// The current transaction's id, as text (it assigns one if none yet).
 /// Taken just before COMMIT, so that if the connection is lost during COMMIT

@@ -32,6 +32,7 @@ pub mod sql;
 
 pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo};
 pub use seatq_core::{
-    BookingRef, BookingResult, BookingState, Error, ErrorCode, Request, RequestError, RequestRecord, SeatInfo,
-    SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate, validate,
+    BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
+    SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate,
+    validate,
 };

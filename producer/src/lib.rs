@@ -1,6 +1,6 @@
 //! seatq: a seat-booking queue that lives in PostgreSQL.
 //!
-//! Producers enqueue booking requests (`hold`, `book`, `confirm`, `cancel`)
+//! Producers enqueue booking requests (`hold`, `book`, `confirm`, `cancel`, `extend`)
 //! into `seatq.requests`; `seatq-worker` processes claim them with
 //! `FOR UPDATE SKIP LOCKED`, allocate seats all-or-nothing and write the
 //! outcome back onto the request, in one short transaction.

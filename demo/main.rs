@@ -1,6 +1,6 @@
 //! The seatq demo: seed three flights, start workers, enqueue a realistic
 //! mixed batch (group bookings, named seats, side-by-side parties, checkout
-//! holds that are confirmed, cancelled or left to expire), and print what
+//! holds that are confirmed, cancelled, extended or left to expire), and print what
 //! happened with the invariant check. Safe to run again: each run makes its
 //! own flights.
 
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use seatq::{BookingRef, Client, NewRequest, Request, SeatRequest, Status};
+use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,9 +73,11 @@ async fn run() -> anyhow::Result<bool> {
     let rush_secs = started.elapsed().as_secs_f64();
     println!("\n1. rush: {} requests enqueued and finished in {rush_secs:.2}s", batch.len());
 
-    // Phase 2: checkout. Each held party confirms, cancels or walks away.
+    // Phase 2: checkout. Each held party confirms, cancels, asks for more
+    // time (and confirms after the first window) or walks away.
     let mut checkout = Vec::new();
     let mut abandoned = Vec::new();
+    let mut extended = Vec::new();
     for id in &all_ids {
         let r = client.status(*id).await?;
         let Some(b) = r.booking().filter(|b| b.state == seatq::BookingState::Held) else {
@@ -90,26 +92,40 @@ async fn run() -> anyhow::Result<bool> {
                 checkout.push(NewRequest::from(Request::Cancel(stranger)));
                 abandoned.push(own);
             }
+            85..92 => {
+                let more = HoldExtension { booking: b.booking, customer: b.customer.clone(), hold_seconds: Some(60) };
+                checkout.push(NewRequest::from(Request::Extend(more)));
+                extended.push(own);
+            }
             _ => abandoned.push(own),
         }
     }
     let ids = enqueue(&client, &checkout).await?;
     client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
     all_ids.extend(&ids);
-    println!("2. checkout: {} confirms and cancels ({} by the wrong customer)", ids.len(), {
-        checkout.iter().filter(|n| matches!(&n.request, Request::Cancel(b) if b.customer == "mallory")).count()
-    });
+    println!(
+        "2. checkout: {} confirms, cancels and extends ({} by the wrong customer, {} extends)",
+        ids.len(),
+        checkout.iter().filter(|n| matches!(&n.request, Request::Cancel(b) if b.customer == "mallory")).count(),
+        extended.len()
+    );
 
-    // Phase 3: abandoned holds lapse; late confirms are refused, the sweeper frees the seats.
+    // Phase 3: abandoned holds lapse; late confirms are refused, the sweeper
+    // frees the seats; extended holds are still live and confirm.
     tokio::time::sleep(Duration::from_secs(u64::from(HOLD_SECS)) + Duration::from_millis(600)).await;
     let late: Vec<NewRequest> = abandoned.iter().take(5).cloned().map(|b| Request::Confirm(b).into()).collect();
     let ids = enqueue(&client, &late).await?;
     client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
     all_ids.extend(&ids);
+    let confirms: Vec<NewRequest> = extended.iter().cloned().map(|b| Request::Confirm(b).into()).collect();
+    let extended_ids = enqueue(&client, &confirms).await?;
+    client.wait_all(&extended_ids, Some(Duration::from_secs(300))).await?;
+    all_ids.extend(&extended_ids);
     println!(
-        "3. expiry: {} holds abandoned; {} late confirms after the {HOLD_SECS}s window",
+        "3. expiry: {} holds abandoned; {} late confirms after the {HOLD_SECS}s window; {} extended holds confirmed after it",
         abandoned.len(),
-        ids.len()
+        ids.len(),
+        extended_ids.len()
     );
 
     shutdown.cancel();

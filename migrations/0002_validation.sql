@@ -43,7 +43,7 @@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     allowed text[];
     required text[];
-    for_booking boolean := p_kind IN ('confirm', 'cancel');
+    for_booking boolean := p_kind IN ('confirm', 'cancel', 'extend');
     f text;
     v jsonb;
     want text;
@@ -59,10 +59,11 @@ BEGIN
         WHEN 'book' THEN ARRAY['event', 'class', 'party', 'customer', 'seats', 'partial', 'together']
         WHEN 'confirm' THEN ARRAY['booking', 'customer']
         WHEN 'cancel' THEN ARRAY['booking', 'customer']
+        WHEN 'extend' THEN ARRAY['booking', 'customer', 'hold_seconds']
     END;
     IF allowed IS NULL THEN
         code := 'unknown_kind';
-        message := format('unknown request kind "%s": expected hold, book, confirm or cancel', p_kind);
+        message := format('unknown request kind "%s": expected hold, book, confirm, cancel or extend', p_kind);
         RETURN;
     END IF;
     IF octet_length(p_payload::text) > 8192 THEN
@@ -113,12 +114,14 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- hold and extend take hold_seconds; on any other kind it was an unknown field.
+    message := seatq.range_error('hold_seconds', (p_payload ->> 'hold_seconds')::numeric, 1, 86400);
+    IF message IS NOT NULL THEN
+        code := 'hold_time_out_of_range';
+        RETURN;
+    END IF;
+
     IF NOT for_booking THEN
-        message := seatq.range_error('hold_seconds', (p_payload ->> 'hold_seconds')::numeric, 1, 86400);
-        IF message IS NOT NULL THEN
-            code := 'hold_time_out_of_range';
-            RETURN;
-        END IF;
         IF p_payload ? 'seats' THEN
             seats := ARRAY(SELECT e::text::numeric FROM jsonb_array_elements(p_payload -> 'seats') e);
         ELSE

@@ -22,7 +22,7 @@ LANGUAGE sql STABLE AS $$
         SELECT * FROM seatq.bookings
         WHERE seatq.is_live(state, held_until)
     ), granted AS MATERIALIZED (
-        SELECT b.id, b.event_id, b.state, g.seat
+        SELECT b.id, b.event_id, b.state, b.held_until, g.seat
         FROM live_bookings b CROSS JOIN LATERAL unnest(b.seats) AS g(seat)
     )
     -- no seat granted to two live bookings
@@ -38,6 +38,14 @@ LANGUAGE sql STABLE AS $$
     FROM granted g
     LEFT JOIN seatq.seats s ON s.event_id = g.event_id AND s.seat_no = g.seat
     WHERE s.booking_id IS DISTINCT FROM g.id OR s.state::text <> g.state::text
+    UNION ALL
+    -- a live hold's seats lapse when it does (extend moves both together)
+    SELECT 'hold_expiry_mismatch',
+           format('booking %s is held until %s but its event %s seat %s until %s', g.id, g.held_until,
+                  g.event_id, g.seat, s.held_until)
+    FROM granted g
+    JOIN seatq.seats s ON s.event_id = g.event_id AND s.seat_no = g.seat
+    WHERE s.booking_id = g.id AND s.held_until IS DISTINCT FROM g.held_until
     UNION ALL
     -- every taken seat belongs to a live booking of its event that lists it
     SELECT 'seat_without_booking',

@@ -1,5 +1,5 @@
 //! The booking state machine against a model: random sequences of hold,
-//! book, named seats, confirm, cancel, expire and sweep run on the real
+//! book, named seats, confirm, cancel, extend, expire and sweep run on the real
 //! database and on a small in-memory model. After every step the outcome
 //! (error code, seats granted) and every seat's state must agree, and the
 //! invariants must hold.
@@ -8,7 +8,7 @@ mod common;
 
 use common::{TestDb, code};
 use proptest::prelude::*;
-use seatq::{BookingRef, Request, SeatRequest, Status};
+use seatq::{BookingRef, HoldExtension, Request, SeatRequest, Status};
 
 /// 24 seats, six a row: class 1 = seats 1-19 (1-9 dearer), class 2 = 20-24.
 const SEATS: usize = 24;
@@ -35,6 +35,10 @@ enum Op {
         booking: usize,
         customer: u8,
     },
+    Extend {
+        booking: usize,
+        customer: u8,
+    },
     /// Move a hold's expiry into the past (time passing, without waiting).
     Expire {
         booking: usize,
@@ -50,6 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(hold, seats, customer)| Op::Named { hold, seats: seats.into_iter().collect(), customer }),
         2 => (any::<usize>(), 0u8..3).prop_map(|(booking, customer)| Op::Confirm { booking, customer }),
         1 => (any::<usize>(), 0u8..3).prop_map(|(booking, customer)| Op::Cancel { booking, customer }),
+        1 => (any::<usize>(), 0u8..3).prop_map(|(booking, customer)| Op::Extend { booking, customer }),
         1 => any::<usize>().prop_map(|booking| Op::Expire { booking }),
         1 => Just(Op::Sweep),
     ]
@@ -167,6 +172,22 @@ impl Model {
         "succeeded"
     }
 
+    /// Extend booking `b` for `customer`; the expected code. A live hold
+    /// stays live (the model has no clock: only `Expire` lapses a hold).
+    fn extend(&self, b: usize, customer: u8) -> &'static str {
+        let booking = &self.bookings[b];
+        if booking.customer != customer {
+            return "not_your_hold";
+        }
+        match booking.state {
+            BState::Expired => "hold_expired",
+            BState::Held if booking.lapsed => "hold_expired",
+            BState::Cancelled => "booking_cancelled",
+            BState::Booked => "not_held",
+            BState::Held => "succeeded",
+        }
+    }
+
     fn sweep(&mut self) {
         for b in 0..self.bookings.len() {
             if self.bookings[b].state == BState::Held && self.bookings[b].lapsed {
@@ -224,6 +245,15 @@ async fn run_ops(ops: Vec<Op>) {
                 };
                 let r = BookingRef { booking: id, customer: customer(*c) };
                 let done = db.run(if confirm { Request::Confirm(r) } else { Request::Cancel(r) }).await;
+                assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
+            }
+            Op::Extend { booking, customer: c } => {
+                let (id, expected) = match pick(*booking) {
+                    Some(b) => (model.bookings[b].id, model.extend(b, *c)),
+                    None => (i64::MAX, "booking_not_found"),
+                };
+                let r = HoldExtension { booking: id, customer: customer(*c), hold_seconds: None };
+                let done = db.run(Request::Extend(r)).await;
                 assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
             }
             Op::Expire { booking } => {

@@ -50,6 +50,14 @@ fn bad_requests() -> Vec<(&'static str, Value, &'static str)> {
         ("book", json!({"event": "EV", "seats": [1], "customer": "c", "together": true}), "invalid_request"),
         ("book", json!({"event": "EV", "class": 0, "party": 1, "customer": "c"}), "invalid_request"),
         ("book", json!({"event": "EV", "class": 1, "party": 1, "customer": " \t"}), "invalid_request"),
+        ("extend", json!({"customer": "c", "hold_seconds": 60}), "missing_field"),
+        ("extend", json!({"booking": 1, "customer": "c", "event": "EV"}), "unknown_field"),
+        ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": "60"}), "wrong_type"),
+        ("extend", json!({"booking": 1.5, "customer": "c"}), "wrong_type"),
+        ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": 0}), "hold_time_out_of_range"),
+        ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": 86401}), "hold_time_out_of_range"),
+        ("extend", json!({"booking": 1, "customer": ""}), "invalid_request"),
+        ("extend", json!(7), "wrong_type"),
     ]
 }
 
@@ -60,6 +68,7 @@ fn refused_by_state() -> Vec<(&'static str, Value, &'static str)> {
         ("book", json!({"event": 99999, "class": 1, "party": 1, "customer": "c"}), "unknown_event"),
         ("book", json!({"event": "EV", "seats": [5, 201], "customer": "c"}), "unknown_seat"),
         ("confirm", json!({"booking": 99999, "customer": "c"}), "booking_not_found"),
+        ("extend", json!({"booking": 99999, "customer": "c", "hold_seconds": 60}), "booking_not_found"),
     ]
 }
 
@@ -333,7 +342,7 @@ fn a_bulk_line_that_is_not_utf8_is_a_bad_line() {
 /// A random payload: mostly the right fields with values of any type, some
 /// missing, some extra.
 fn payload() -> impl Strategy<Value = (String, Value)> {
-    let kind = prop_oneof![Just("hold"), Just("book"), Just("confirm"), Just("cancel"), Just("bogus")];
+    let kind = prop_oneof![Just("hold"), Just("book"), Just("confirm"), Just("cancel"), Just("extend"), Just("bogus")];
     let value = prop_oneof![
         (-3i64..15).prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
@@ -405,8 +414,15 @@ fn nearly_valid() -> impl Strategy<Value = (String, Value)> {
             }
             (kind.to_string(), p)
         });
-    let booking_request = (prop_oneof![Just("confirm"), Just("cancel")], 1i64..1_000_000)
-        .prop_map(|(kind, booking)| (kind.to_string(), json!({"booking": booking, "customer": "c"})));
+    let booking_request =
+        (prop_oneof![Just("confirm"), Just("cancel"), Just("extend")], 1i64..1_000_000, prop::option::of(1i64..86_401))
+            .prop_map(|(kind, booking, hold)| {
+                let mut p = json!({"booking": booking, "customer": "c"});
+                if let (Some(secs), "extend") = (hold, kind) {
+                    p["hold_seconds"] = json!(secs);
+                }
+                (kind.to_string(), p)
+            });
     let change = prop_oneof![
         2 => Just(None),
         1 => (payload(), prop::sample::select(vec!["event", "class", "party", "customer", "hold_seconds", "seats", "booking"]))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
 use seatq::client::Retry;
-use seatq::{BookingRef, Client, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
+use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -90,6 +90,17 @@ enum Command {
     Cancel {
         #[command(flatten)]
         booking: BookingArgs,
+        #[command(flatten)]
+        queue: QueueArgs,
+    },
+    /// Lengthen a live hold: held until now + --hold-seconds, but never past 86400 seconds after the
+    /// hold was made, and never shorter than it is.
+    Extend {
+        #[command(flatten)]
+        booking: BookingArgs,
+        /// Seconds from now, 1 to 86400 [default: 600].
+        #[arg(long, value_name = "1-86400")]
+        hold_seconds: Option<u32>,
         #[command(flatten)]
         queue: QueueArgs,
     },
@@ -369,6 +380,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let r = BookingRef { booking: booking.booking, customer: booking.customer };
             return submit(&ctx, Request::Cancel(r), queue).await;
         }
+        Command::Extend { booking, hold_seconds, queue } => {
+            let r = HoldExtension { booking: booking.booking, customer: booking.customer, hold_seconds };
+            return submit(&ctx, Request::Extend(r), queue).await;
+        }
         Command::Enqueue { file, strict } => {
             return enqueue_file(&ctx, &file, strict).await;
         }
@@ -551,6 +566,7 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
             (Status::Succeeded, Some(b)) => {
                 let seats: Vec<String> = b.seats.iter().map(|s| format!("{}(class {})", s.seat, s.class)).collect();
                 let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
+                let until = if b.capped { format!("{until} (the longest a hold may last)") } else { until };
                 format!(
                     "booking {} {} for {}: seats {} total {}.{:02}{until}",
                     b.booking,
@@ -636,5 +652,8 @@ mod tests {
             let arg = hold.get_arguments().find(|a| a.get_id() == arg).expect(arg);
             assert_eq!(arg.get_value_names().unwrap_or_default(), [range]);
         }
+        let extend = cli.find_subcommand("extend").expect("extend");
+        let arg = extend.get_arguments().find(|a| a.get_id() == "hold_seconds").expect("hold_seconds");
+        assert_eq!(arg.get_value_names().unwrap_or_default(), ["1-86400"]);
     }
 }

@@ -8,7 +8,9 @@ fn lists_its_commands() {
     let out = Command::new(env!("CARGO_BIN_EXE_seatq")).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for command in ["migrate", "seed", "hold", "book", "confirm", "cancel", "enqueue", "status", "wait", "stats"] {
+    for command in
+        ["migrate", "seed", "hold", "book", "confirm", "cancel", "extend", "enqueue", "status", "wait", "stats"]
+    {
         assert!(help.contains(command), "{command} missing from --help");
     }
 }
@@ -24,6 +26,18 @@ fn refuses_a_malformed_request_before_connecting() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(format!("{stdout}{stderr}").contains("party_out_of_range"), "{stdout}{stderr}");
+}
+
+#[test]
+fn refuses_an_extend_beyond_the_longest_hold_before_connecting() {
+    let out = Command::new(env!("CARGO_BIN_EXE_seatq"))
+        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none", "extend", "--booking", "1"])
+        .args(["--customer", "ann", "--hold-seconds", "86401"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("hold_time_out_of_range"), "{stdout}");
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub mod validate;
 
 pub use error::{Error, RequestError};
 pub use outcome::{BookingResult, BookingState, ErrorCode, RequestRecord, SeatInfo, SeatState, Status};
-pub use request::{BookingRef, Request, SeatRequest};
+pub use request::{BookingRef, HoldExtension, Request, SeatRequest};
 
 /// A worker whose last heartbeat is older than this is dead: `seatq workers`
 /// leaves it out and live workers delete its row.

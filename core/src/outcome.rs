@@ -78,6 +78,11 @@ pub struct BookingResult {
     /// When an unconfirmed hold lapses; absent once booked or cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_until: Option<DateTime<Utc>>,
+    /// `extend` only: more time was asked for than a hold may last
+    /// (`limits::MAX_HOLD_SECONDS` from when it was made), so `held_until` is
+    /// that limit. Absent (false) otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
 }
 
 /// One seat of a booking.
@@ -94,7 +99,7 @@ labelled! {
     /// Stable error codes recorded in `seatq.requests.error_code` (and one,
     /// `idempotency_conflict`, of an enqueue refused outright).
     pub enum ErrorCode {
-        /// The kind is not hold, book, confirm or cancel.
+        /// The kind is not hold, book, confirm, cancel or extend.
         UnknownKind,
         /// The payload is larger than `limits::MAX_PAYLOAD_BYTES`.
         PayloadTooLarge,
@@ -132,6 +137,8 @@ labelled! {
         HoldExpired,
         /// The booking was cancelled.
         BookingCancelled,
+        /// `extend`: the booking is booked, not held; there is no hold to lengthen.
+        NotHeld,
         /// Processing failed unexpectedly `max_attempts` times (status `dead`).
         Internal,
         /// The idempotency key was first used for a request of another kind or

@@ -23,6 +23,8 @@ pub enum Request {
     Confirm(BookingRef),
     /// Give a hold or booking back.
     Cancel(BookingRef),
+    /// Lengthen a live hold (a checkout that needs more time).
+    Extend(HoldExtension),
 }
 
 /// The payload of `hold` and `book`.
@@ -63,6 +65,28 @@ pub struct BookingRef {
     pub customer: String,
 }
 
+/// The payload of `extend`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldExtension {
+    /// The booking id from the hold's result.
+    pub booking: i64,
+    /// The customer who made the hold.
+    pub customer: String,
+    /// Hold for this many seconds from now, 1 to [`crate::limits::MAX_HOLD_SECONDS`]
+    /// (default [`DEFAULT_HOLD_SECONDS`]); never beyond `MAX_HOLD_SECONDS` from
+    /// when the hold was made, and never shorter than it already is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_seconds: Option<u32>,
+}
+
+impl HoldExtension {
+    /// The hold time asked for, in seconds from now.
+    pub fn hold_secs(&self) -> u32 {
+        self.hold_seconds.unwrap_or(DEFAULT_HOLD_SECONDS)
+    }
+}
+
 impl Request {
     /// The `kind` column value.
     pub fn kind(&self) -> &'static str {
@@ -71,6 +95,7 @@ impl Request {
             Request::Book(_) => "book",
             Request::Confirm(_) => "confirm",
             Request::Cancel(_) => "cancel",
+            Request::Extend(_) => "extend",
         }
     }
 
@@ -79,6 +104,7 @@ impl Request {
         let encoded = match self {
             Request::Hold(r) | Request::Book(r) => serde_json::to_value(r),
             Request::Confirm(r) | Request::Cancel(r) => serde_json::to_value(r),
+            Request::Extend(r) => serde_json::to_value(r),
         };
         // Serializing plain structs of numbers and strings cannot fail.
         encoded.unwrap_or(Value::Null)
@@ -99,6 +125,7 @@ impl Request {
             "hold" => Request::Hold(parse(payload)?),
             "book" => Request::Book(parse(payload)?),
             "confirm" => Request::Confirm(parse(payload)?),
+            "extend" => Request::Extend(parse(payload)?),
             _ => Request::Cancel(parse(payload)?),
         })
     }
@@ -192,6 +219,17 @@ mod tests {
             ("book", json!({"event": 1, "class": 1, "party": 2, "customer": " "}), "invalid_request", "customer"),
             ("confirm", json!({"booking": 1}), "missing_field", "customer"),
             ("cancel", json!({"booking": 1, "customer": "c", "event": 1}), "unknown_field", "event"),
+            ("cancel", json!({"booking": 1, "customer": "c", "hold_seconds": 60}), "unknown_field", "hold_seconds"),
+            ("extend", json!({"customer": "c"}), "missing_field", "booking"),
+            ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": "60"}), "wrong_type", "hold_seconds"),
+            (
+                "extend",
+                json!({"booking": 1, "customer": "c", "hold_seconds": 86401}),
+                "hold_time_out_of_range",
+                "hold_seconds",
+            ),
+            ("extend", json!({"booking": 1, "customer": "", "hold_seconds": 0}), "hold_time_out_of_range", "0"),
+            ("extend", json!({"booking": 1, "customer": "", "hold_seconds": 60}), "invalid_request", "customer"),
             ("book", json!({"event": 1, "customer": "c", "note": "x".repeat(9000)}), "payload_too_large", "limit"),
         ];
         for (kind, payload, code, needle) in cases {
@@ -199,6 +237,16 @@ mod tests {
             assert_eq!(err.code(), code, "{kind} {payload}: {err}");
             assert!(err.to_string().contains(needle), "{err} should name {needle}");
         }
+    }
+
+    #[test]
+    fn extend_round_trips_and_defaults_its_hold_time() {
+        let req = Request::Extend(HoldExtension { booking: 4, customer: "ann".into(), hold_seconds: Some(300) });
+        assert_eq!(Request::decode(req.kind(), &req.payload()), Ok(req));
+        let Ok(Request::Extend(r)) = Request::decode("extend", &json!({"booking": 4, "customer": "ann"})) else {
+            panic!("not an extend")
+        };
+        assert_eq!(r.hold_secs(), DEFAULT_HOLD_SECONDS);
     }
 
     #[test]

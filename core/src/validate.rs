@@ -10,7 +10,8 @@
 //! Order: a string containing U+0000 anywhere in the payload; kind; payload
 //! size; payload is an object; unknown fields (the first in byte order);
 //! missing required fields; field types (in field order); then values: hold
-//! time, named seats, party, class, customer, and combinations.
+//! time, named seats, party, class, customer, and combinations (for
+//! confirm, cancel and extend: hold time, then customer).
 //! State-dependent checks (unknown event or seat, the owner of a booking) are
 //! the worker's.
 //!
@@ -42,6 +43,7 @@ use crate::outcome::ErrorCode;
 const HOLD_FIELDS: &[&str] = &["event", "class", "party", "customer", "hold_seconds", "seats", "partial", "together"];
 const BOOK_FIELDS: &[&str] = &["event", "class", "party", "customer", "seats", "partial", "together"];
 const BOOKING_FIELDS: &[&str] = &["booking", "customer"];
+const EXTEND_FIELDS: &[&str] = &["booking", "customer", "hold_seconds"];
 const INTEGER_FIELDS: &[&str] = &["event", "class", "party", "hold_seconds", "booking"];
 
 /// The fields a kind accepts, or `None` for an unknown kind.
@@ -50,6 +52,7 @@ fn fields(kind: &str) -> Option<&'static [&'static str]> {
         "hold" => Some(HOLD_FIELDS),
         "book" => Some(BOOK_FIELDS),
         "confirm" | "cancel" => Some(BOOKING_FIELDS),
+        "extend" => Some(EXTEND_FIELDS),
         _ => None,
     }
 }
@@ -164,7 +167,7 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     let Some(allowed) = fields(kind) else {
         return Err(fail(
             ErrorCode::UnknownKind,
-            format!("unknown request kind \"{kind}\": expected hold, book, confirm or cancel"),
+            format!("unknown request kind \"{kind}\": expected hold, book, confirm, cancel or extend"),
         ));
     };
     let size = jsonb_text_len(payload);
@@ -184,7 +187,8 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
             format!("{unknown}: unknown field for {kind}; expected one of {}", allowed.join(", ")),
         ));
     }
-    let for_booking = allowed == BOOKING_FIELDS;
+    // The kinds that name a booking rather than seats.
+    let for_booking = allowed == BOOKING_FIELDS || allowed == EXTEND_FIELDS;
     let required: &[&str] = if for_booking { BOOKING_FIELDS } else { &["event", "customer"] };
     if let Some(missing) = required.iter().find(|f| !map.contains_key(**f)) {
         return Err(fail(ErrorCode::MissingField, format!("{missing}: missing")));
@@ -194,10 +198,23 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
             check_type(field, v)?;
         }
     }
+    check_hold_seconds(map)?;
     if for_booking {
         return check_customer(map);
     }
     check_seat_values(map)
+}
+
+fn check_hold_seconds(map: &Map<String, Value>) -> Result<(), RequestError> {
+    if let Some(secs) = int(map, "hold_seconds")
+        && !(1..=i64::from(MAX_HOLD_SECONDS)).contains(&secs)
+    {
+        return Err(fail(
+            ErrorCode::HoldTimeOutOfRange,
+            format!("hold_seconds: {secs} is out of range 1 to {MAX_HOLD_SECONDS}"),
+        ));
+    }
+    Ok(())
 }
 
 /// PostgreSQL cannot store U+0000 in `jsonb` (or `text`): refuse it, naming
@@ -252,14 +269,6 @@ fn int(map: &Map<String, Value>, field: &str) -> Option<i64> {
 }
 
 fn check_seat_values(map: &Map<String, Value>) -> Result<(), RequestError> {
-    if let Some(secs) = int(map, "hold_seconds")
-        && !(1..=i64::from(MAX_HOLD_SECONDS)).contains(&secs)
-    {
-        return Err(fail(
-            ErrorCode::HoldTimeOutOfRange,
-            format!("hold_seconds: {secs} is out of range 1 to {MAX_HOLD_SECONDS}"),
-        ));
-    }
     let seats: Vec<i64> = map
         .get("seats")
         .and_then(Value::as_array)

@@ -1,6 +1,6 @@
 //! seatq: a seat-booking queue that lives in PostgreSQL.
 //!
-//! Producers enqueue booking requests (`hold`, `book`, `confirm`, `cancel`)
+//! Producers enqueue booking requests (`hold`, `book`, `confirm`, `cancel`, `extend`)
 //! into `seatq.requests`; `seatq-worker` processes claim them with
 //! `FOR UPDATE SKIP LOCKED`, allocate seats all-or-nothing and write the
 //! outcome back onto the request, in one short transaction.
@@ -35,6 +35,7 @@ mod waiters;
 
 pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
-    BookingRef, BookingResult, BookingState, Error, ErrorCode, Request, RequestError, RequestRecord, SeatInfo,
-    SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate, validate,
+    BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
+    SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate,
+    validate,
 };

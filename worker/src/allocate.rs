@@ -1,13 +1,15 @@
 //! Processing one request under its own savepoint: named seats (all of them
-//! or `seats_taken`), adjacent seats, and owner-checked confirm and cancel.
+//! or `seats_taken`), adjacent seats, and owner-checked confirm, cancel and
+//! extend.
 //! Cheapest-first holds and bookings are allocated a batch at a time by
 //! [`crate::cheapest`], and come here only when a batch falls back to one
 //! request at a time. Every lock is taken with SKIP LOCKED or NOWAIT: a
 //! worker never waits on a row lock.
 
 use crate::sql::{allocation, bookings};
+use seatq_core::limits::MAX_HOLD_SECONDS;
 use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatInfo, SeatState};
-use seatq_core::request::{BookingRef, Request, SeatRequest};
+use seatq_core::request::{BookingRef, HoldExtension, Request, SeatRequest};
 use seatq_core::sqlstate::is_lock_unavailable;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
@@ -48,6 +50,7 @@ pub async fn process(
         Request::Book(r) => take(conn, request_id, r, None).await,
         Request::Confirm(r) => confirm(conn, r).await,
         Request::Cancel(r) => cancel(conn, r).await,
+        Request::Extend(r) => extend(conn, r).await,
     }
 }
 
@@ -157,29 +160,27 @@ struct Booking {
     lapsed: bool,
 }
 
-/// Lock the booking and check its owner. `Err(decision)` ends the request.
-async fn lock_owned(conn: &mut PgConnection, r: &BookingRef) -> Result<Result<Booking, Decision>, ProcessError> {
-    let row =
-        match sqlx::query_as::<_, Booking>(bookings::LOCK_BOOKING).bind(r.booking).fetch_optional(&mut *conn).await {
-            Ok(row) => row,
-            Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
-            Err(e) => return Err(e.into()),
-        };
-    let Some(booking) = row else {
-        return Ok(Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {} does not exist", r.booking))));
+/// Lock booking `id` and check that it is `customer`'s. `Err(decision)` ends
+/// the request.
+async fn lock_owned(
+    conn: &mut PgConnection,
+    id: i64,
+    customer: &str,
+) -> Result<Result<Booking, Decision>, ProcessError> {
+    let row = match sqlx::query_as::<_, Booking>(bookings::LOCK_BOOKING).bind(id).fetch_optional(&mut *conn).await {
+        Ok(row) => row,
+        Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
+        Err(e) => return Err(e.into()),
     };
-    if booking.customer != r.customer {
-        return Ok(Err(Decision::Reject(
-            ErrorCode::NotYourHold,
-            format!("booking {} belongs to another customer", r.booking),
-        )));
+    let Some(booking) = row else {
+        return Ok(Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {id} does not exist"))));
+    };
+    if booking.customer != customer {
+        return Ok(Err(Decision::Reject(ErrorCode::NotYourHold, format!("booking {id} belongs to another customer"))));
     }
     if booking.state == BookingState::Expired || booking.lapsed {
         let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
-        return Ok(Err(Decision::Reject(
-            ErrorCode::HoldExpired,
-            format!("the hold on booking {} lapsed{when}", r.booking),
-        )));
+        return Ok(Err(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {id} lapsed{when}"))));
     }
     Ok(Ok(booking))
 }
@@ -203,7 +204,7 @@ async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: SeatState) -
 }
 
 async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, r).await? {
+    let b = match lock_owned(conn, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -226,7 +227,7 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
 }
 
 async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, r).await? {
+    let b = match lock_owned(conn, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -244,9 +245,52 @@ async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pro
     booking_result(conn, &b, BookingState::Cancelled).await
 }
 
+/// Lengthen a live hold (the rule is in [`bookings::EXTEND`]). The same owner
+/// and expiry checks as confirm; a booked booking has no hold to lengthen.
+async fn extend(conn: &mut PgConnection, r: &HoldExtension) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, r.booking, &r.customer).await? {
+        Ok(b) => b,
+        Err(decision) => return Ok(decision),
+    };
+    match b.state {
+        BookingState::Booked => {
+            return Ok(Decision::Reject(
+                ErrorCode::NotHeld,
+                format!("booking {} is booked, not held: there is no hold to extend", b.id),
+            ));
+        }
+        BookingState::Cancelled => {
+            return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
+        }
+        BookingState::Held | BookingState::Expired => {}
+    }
+    match lock_seats_of(conn, &b, SeatState::Held).await? {
+        None => return Ok(Decision::Contended),
+        Some(n) if n != b.seats.len() => {
+            return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
+        }
+        Some(_) => {}
+    }
+    let (held_until, capped): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(bookings::EXTEND)
+        .bind(b.id)
+        .bind(b.event)
+        .bind(&b.seats)
+        .bind(f64::from(r.hold_secs()))
+        .bind(f64::from(MAX_HOLD_SECONDS))
+        .fetch_one(&mut *conn)
+        .await?;
+    let result = result_of(conn, &b, BookingState::Held).await?;
+    Ok(Decision::Done(BookingResult { held_until: Some(held_until), capped, ..result }))
+}
+
 async fn booking_result(conn: &mut PgConnection, b: &Booking, state: BookingState) -> Result<Decision, ProcessError> {
+    Ok(Decision::Done(result_of(conn, b, state).await?))
+}
+
+/// The booking as it now stands, in `state`.
+async fn result_of(conn: &mut PgConnection, b: &Booking, state: BookingState) -> Result<BookingResult, ProcessError> {
     let seats = sqlx::query_as(bookings::SEAT_DETAILS).bind(b.event).bind(&b.seats).fetch_all(&mut *conn).await?;
-    Ok(Decision::Done(BookingResult {
+    Ok(BookingResult {
         booking: b.id,
         event: b.event,
         customer: b.customer.clone(),
@@ -254,7 +298,8 @@ async fn booking_result(conn: &mut PgConnection, b: &Booking, state: BookingStat
         seats,
         total_cents: b.total_cents,
         held_until: None,
-    }))
+        capped: false,
+    })
 }
 
 fn list(seats: &[i32]) -> String {

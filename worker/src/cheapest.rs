@@ -39,7 +39,7 @@ impl<'a> Wanted<'a> {
         let (r, hold_secs) = match request {
             Request::Hold(r) => (r, Some(r.hold_secs())),
             Request::Book(r) => (r, None),
-            Request::Confirm(_) | Request::Cancel(_) => return None,
+            Request::Confirm(_) | Request::Cancel(_) | Request::Extend(_) => return None,
         };
         (r.seats.is_empty() && !r.together).then_some(Wanted { request_id, request: r, hold_secs })
     }

@@ -67,6 +67,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
                 seats: g.seats.clone(),
                 total_cents: total(g),
                 held_until,
+                capped: false,
             })
         })
         .collect()

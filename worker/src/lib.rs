@@ -13,7 +13,7 @@
 //! - `cheapest`: cheapest-first holds and bookings for a whole batch in a
 //!   few statements (all-or-nothing per party, never waiting on a row lock);
 //! - `allocate`: one request's seat changes under its own savepoint (named
-//!   and adjacent seats, confirm, cancel);
+//!   and adjacent seats, confirm, cancel, extend);
 //! - `decision`: what processing a request comes to;
 //! - `grant`: seats granted to requests, made into bookings;
 //! - `periodic`: the shape of the background tasks below;

@@ -76,7 +76,7 @@ const ABANDON_AFTER: Duration = Duration::from_secs(1);
 /// The `kind` label's values: the request kinds, and one for any other
 /// stored kind (a stored kind could be anything; labels come from our own
 /// set).
-const KINDS: [&str; 5] = ["hold", "book", "confirm", "cancel", "unknown"];
+const KINDS: [&str; 6] = ["hold", "book", "confirm", "cancel", "extend", "unknown"];
 
 /// Every error code, each an `outcome` label value besides `succeeded` (and
 /// `other`, for anything else); strum lists them from the enum itself, so a

@@ -109,6 +109,7 @@ mod tests {
             seats: Vec::new(),
             total_cents: 0,
             held_until: None,
+            capped: false,
         };
         assert_eq!(
             as_json(Outcome::succeeded(1, booking.clone(), 2)),

@@ -1,11 +1,14 @@
 //! Active expiry: free lapsed holds in the background. Availability never
 //! depends on it (every allocation treats a lapsed hold as free); it keeps
-//! seat and booking states tidy for people and reports.
+//! seat and booking states tidy for people and reports, and announces each
+//! hold it marks expired on `HOLD_LAPSED_CHANNEL`, so that a storefront can
+//! tell its customer at once.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::sql::expiry;
+use seatq_core::sql::notify::HOLD_LAPSED_CHANNEL;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +45,13 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
 pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
     let mut tx = pool.begin().await?;
     let seats: i64 = sqlx::query_scalar(expiry::SWEEP_SEATS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
-    let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
+    // Each expired hold is announced on HOLD_LAPSED_CHANNEL from inside this
+    // transaction: a listener woken by it reads the booking already expired.
+    let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS)
+        .bind(SWEEP_BATCH)
+        .bind(HOLD_LAPSED_CHANNEL)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok((Swept { seats, bookings }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))
 }

@@ -5,3 +5,8 @@
 pub const DONE_CHANNEL: &str = "seatq_done";
 /// The NOTIFY channel that tells workers new requests are waiting.
 pub const NEW_CHANNEL: &str = "seatq_new";
+/// The NOTIFY channel the sweeper announces a lapsed hold on, as it marks
+/// the booking `expired`: the payload is the booking id alone (any login may
+/// LISTEN, so no customer name travels), sent in the sweep's own transaction
+/// and so delivered only once that commits.
+pub const HOLD_LAPSED_CHANNEL: &str = "seatq_hold_lapsed";

@@ -1,4 +1,5 @@
-//! Confirming and cancelling bookings: owner-checked, never waiting on a lock.
+//! Confirming, cancelling and extending bookings: owner-checked, never
+//! waiting on a lock.
 
 /// Lock a booking, failing at once (55P03) if another transaction holds it.
 pub const LOCK_BOOKING: &str = "
@@ -40,6 +41,33 @@ WITH seats AS (
 )
 UPDATE seatq.bookings SET state = 'cancelled', held_until = NULL, updated_at = now()
 WHERE id = $1";
+
+/// Lengthen live hold $1 (of event $2, listing seats $3) to $4 seconds from
+/// now, booking and seats together; returns the new `held_until` and whether
+/// the limit cut the extension short. Its seats are locked and known to be
+/// held by it (LOCK_BOOKING_SEATS), so they are found by primary key alone.
+///
+/// The rule: held until `least(now() + $4 s, created_at + $5 s)`, where $5
+/// is the longest a hold may last (`limits::MAX_HOLD_SECONDS`) and
+/// `created_at` when the hold was made, so extending again and again never
+/// keeps seats past that; and never earlier than it already was (`greatest`
+/// with the current `held_until`), so an extension never shortens a hold.
+/// The event's sales window will bound the `least` too, once events have one.
+pub const EXTEND: &str = "
+WITH target AS (
+    SELECT greatest(held_until, least(now() + make_interval(secs => $4), limit_at)) AS until,
+           now() + make_interval(secs => $4) > limit_at AS capped
+    FROM (SELECT held_until, created_at + make_interval(secs => $5) AS limit_at
+          FROM seatq.bookings WHERE id = $1) b
+), seats AS (
+    UPDATE seatq.seats SET held_until = target.until
+    FROM target
+    WHERE event_id = $2 AND seat_no = ANY($3) AND booking_id = $1
+)
+UPDATE seatq.bookings SET held_until = target.until, updated_at = now()
+FROM target
+WHERE id = $1
+RETURNING target.until, target.capped";
 
 /// Seat details for a result.
 pub const SEAT_DETAILS: &str = "

@@ -16,7 +16,10 @@ WITH lapsed AS (
 )
 SELECT count(*) FROM freed";
 
-/// Mark up to $1 lapsed holds expired. Returns the count.
+/// Mark up to $1 lapsed holds expired, announcing each on channel $2
+/// (`HOLD_LAPSED_CHANNEL`, the booking id as payload). Returns the count.
+/// The notifications are queued in the sweep's transaction, so they are
+/// delivered when it commits and never for a sweep that rolls back.
 pub const SWEEP_BOOKINGS: &str = "
 WITH lapsed AS (
     SELECT id FROM seatq.bookings
@@ -27,6 +30,6 @@ WITH lapsed AS (
     UPDATE seatq.bookings b SET state = 'expired', updated_at = now()
     FROM lapsed
     WHERE b.id = lapsed.id
-    RETURNING 1
+    RETURNING b.id
 )
-SELECT count(*) FROM expired";
+SELECT count(*) FROM expired, pg_notify($2, expired.id::text)";

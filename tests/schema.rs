@@ -102,3 +102,27 @@ async fn a_schema_from_an_earlier_development_version_is_refused_and_kept() {
     assert_eq!(public_migrations(&db.pool).await, recorded);
     db.close().await;
 }
+
+#[tokio::test]
+async fn a_schema_from_another_text_of_an_applied_migration_is_refused_and_kept() {
+    let db = TestDb::new().await;
+    // Migrations are edited in place until a release: a database migrated
+    // by another build records another checksum for the same version.
+    db.pool.execute("UPDATE seatq._sqlx_migrations SET checksum = '\\x00' WHERE version = 1").await.unwrap();
+
+    let err = seatq::db::connect(db.options.clone(), 2).await.expect_err("a mismatched schema is refused");
+    assert!(matches!(err, seatq::Error::SchemaMismatch { version: 1, .. }), "{err:?}");
+    assert!(!err.is_transient(), "waiting would not help: {err}");
+    let message = err.to_string();
+    for says in [format!("database \"{}\"", db.name), "migration 1".to_string(), "DROP DATABASE".to_string()] {
+        assert!(message.contains(&says), "the error says {says:?}: {message}");
+    }
+
+    // Nothing was changed: the recorded checksum is still the odd one.
+    let sum: Vec<u8> = sqlx::query_scalar("SELECT checksum FROM seatq._sqlx_migrations WHERE version = 1")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(sum, [0u8]);
+    db.close().await;
+}

@@ -23,7 +23,7 @@ unreachable, file unreadable, timed out waiting).
 
 With --json, standard output holds one JSON document: the result, or on an error \
 {\"error\": {\"code\": CODE, \"message\": TEXT}} with exit status 2. CODE is one of usage, bad_url, \
-unreachable, database, commit_unknown, migration, old_schema, not_found, timeout, io (a file, standard input or \
+unreachable, database, commit_unknown, migration, old_schema, schema_mismatch, not_found, timeout, io (a file, standard input or \
 output), internal. A refused request prints {\"error_code\", \"error_message\"}, as a failed request's \
 record does. Standard error holds only log lines (retries) and, for enqueue, the bad lines.";
 
@@ -293,6 +293,7 @@ fn error_code(e: &anyhow::Error) -> &'static str {
                 seatq::Error::Db(_) => "database",
                 seatq::Error::Migrate(_) => "migration",
                 seatq::Error::OldSchema { .. } => "old_schema",
+                seatq::Error::SchemaMismatch { .. } => "schema_mismatch",
             };
         }
         if cause.is::<std::io::Error>() {

@@ -76,10 +76,17 @@ pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) 
     let mut migrator = sqlx::migrate!("./migrations");
     migrator.dangerous_set_table_name(schema::MIGRATIONS_TABLE);
     migrator.create_schema(schema::SCHEMA);
-    let applied: Vec<i64> =
-        sqlx::query_scalar(schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
-    let current =
-        migrator.iter().filter(|m| !m.migration_type.is_down_migration()).all(|m| applied.contains(&m.version));
+    let applied: Vec<(i64, Vec<u8>, String)> =
+        sqlx::query_as(schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
+    let ups = || migrator.iter().filter(|m| !m.migration_type.is_down_migration());
+    // Checked here rather than left to sqlx's own check, which runs only
+    // when something is pending: a least-privilege role never migrates.
+    if let Some((version, _, database)) =
+        applied.iter().find(|(v, sum, _)| ups().any(|m| m.version == *v && *m.checksum != **sum))
+    {
+        return Err(Error::SchemaMismatch { database: database.clone(), version: *version });
+    }
+    let current = ups().all(|m| applied.iter().any(|(v, _, _)| *v == m.version));
     if !current {
         let old: Option<String> = sqlx::query_scalar(schema::OLD_SCHEMA).fetch_optional(&mut *conn).await?;
         if let Some(database) = old {

@@ -72,6 +72,17 @@ pub enum Error {
          at another database."
     )]
     OldSchema { database: String },
+    /// A migration applied to the database differs from this build's text
+    /// of it: the schema was made by another build of seatq (migrations are
+    /// edited in place until a release), and running against it would
+    /// misbehave in ways no error names. It is left as it is.
+    #[error(
+        "database \"{database}\" holds a seatq schema made by another build of seatq: its migration \
+         {version} differs from this build's. Recreate the database (DROP DATABASE \"{database}\"; seatq \
+         creates it again on its next start), or drop only that schema if the database holds other data \
+         (DROP SCHEMA seatq CASCADE), or point DATABASE_URL at another database."
+    )]
+    SchemaMismatch { database: String, version: i64 },
 }
 
 impl From<sqlx::Error> for Error {

@@ -14,8 +14,10 @@ pub const SCHEMA: &str = "seatq";
 /// The migrations table, schema-qualified.
 pub const MIGRATIONS_TABLE: &str = migrations_table!();
 
-/// Versions of the migrations applied (readable by every seatq role).
-pub const APPLIED_MIGRATIONS: &str = concat!("SELECT version FROM ", migrations_table!(), " WHERE success");
+/// Versions and checksums of the migrations applied (readable by every
+/// seatq role), with the database's name for messages.
+pub const APPLIED_MIGRATIONS: &str =
+    concat!("SELECT version, checksum, current_database() FROM ", migrations_table!(), " WHERE success");
 
 /// The database's name if its schema `seatq` holds objects but no migrations
 /// table of its own (no row otherwise): a schema made by an earlier

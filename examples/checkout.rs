@@ -1,0 +1,109 @@
+//! A web shop's checkout on seatq, from the first screen to the ticket:
+//! show what is free, hold, pay (simulated), confirm; and the two other
+//! endings, a customer who cancels and one whose hold lapses.
+//!
+//! Run it against a local PostgreSQL (with `DATABASE_URL` unset it uses
+//! `postgres://postgres@localhost:5432/seatq`, creating it if need be):
+//!
+//! ```sh
+//! cargo run --example checkout
+//! ```
+//!
+//! It starts a worker in-process so that it runs on its own; a shop runs
+//! `seatq-worker` processes beside it instead. See docs/checkout.md.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use seatq::{BookingRef, BookingResult, Client, HoldExtension, NewRequest, Request, RequestRecord, SeatRequest};
+use seatq_worker::{Config, Worker};
+use tokio_util::sync::CancellationToken;
+
+/// How long an answer may take before the shop gives up on it.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let url = seatq::db::database_url();
+    let client = Client::connect(&url).await?;
+
+    // The venue (a shop loads its own; see `seatq event import`), and a worker.
+    let event = client.add_event(&format!("Checkout example {}", chrono::Utc::now()), 60, 6).await?;
+    let shutdown = CancellationToken::new();
+    let worker = Worker::connect(&url, Config { sweep_interval: Duration::from_millis(200), ..Config::default() })
+        .await
+        .context("starting a worker")?;
+    let token = shutdown.clone();
+    let running = tokio::spawn(async move { worker.run(token).await });
+
+    // 1. Ann holds two seats of class 2, pays, and confirms.
+    let order = format!("ex-{}-{event}", std::process::id());
+    let held = hold(&client, event, "ann", &format!("{order}-ann"), 600).await?;
+    let until = held.held_until.map(|t| t.format("%H:%M:%S UTC").to_string()).unwrap_or_default();
+    println!("ann holds seats {} until {until} ({} cents)", seats(&held), held.total_cents);
+    pay(&held).await;
+    let done = send(&client, Request::Confirm(own(&held)), &format!("{order}-ann-confirm")).await?;
+    println!("ann confirms: {}", outcome(&done));
+
+    // 2. Bob holds, needs more time, then cancels.
+    let held = hold(&client, event, "bob", &format!("{order}-bob"), 600).await?;
+    let more = HoldExtension { booking: held.booking, customer: "bob".into(), hold_seconds: Some(900) };
+    let extended = send(&client, Request::Extend(more), &format!("{order}-bob-extend")).await?;
+    println!("bob extends his hold: {}", outcome(&extended));
+    let cancelled = send(&client, Request::Cancel(own(&held)), &format!("{order}-bob-cancel")).await?;
+    println!("bob cancels: {}", outcome(&cancelled));
+
+    // 3. Cat holds for one second and walks away; her late confirm is refused.
+    let held = hold(&client, event, "cat", &format!("{order}-cat"), 1).await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let late = send(&client, Request::Confirm(own(&held)), &format!("{order}-cat-confirm")).await?;
+    println!("cat confirms too late: {}", outcome(&late));
+
+    // Every seat is where it should be.
+    let violations = client.check_invariants(false).await?;
+    shutdown.cancel();
+    running.await.context("the worker task")?;
+    if !violations.is_empty() {
+        bail!("invariants broken: {violations:?}");
+    }
+    println!("invariants hold; seats on the event now: {:?}", client.event_seats(event).await?);
+    Ok(())
+}
+
+/// Hold two seats of class 2 for `customer`, under the order's key.
+async fn hold(client: &Client, event: i64, customer: &str, key: &str, secs: u32) -> anyhow::Result<BookingResult> {
+    let mut hold = SeatRequest::new(event, 2, 2, customer);
+    hold.hold_seconds = Some(secs);
+    let record = send(client, Request::Hold(hold), key).await?;
+    record.booking().with_context(|| format!("no hold for {customer}: {}", outcome(&record)))
+}
+
+/// Enqueue under an idempotency key (a retried click books once) and wait
+/// for the answer.
+async fn send(client: &Client, request: Request, key: &str) -> anyhow::Result<RequestRecord> {
+    let new = NewRequest { idempotency_key: Some(key.to_string()), ..NewRequest::from(request) };
+    let id = client.enqueue(new).await?;
+    Ok(client.wait(id, Some(ANSWER_WITHIN)).await?)
+}
+
+/// The payment step: outside seatq, with no lock held while it runs.
+async fn pay(held: &BookingResult) {
+    println!("  paying {} cents for booking {} ...", held.total_cents, held.booking);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+fn own(held: &BookingResult) -> BookingRef {
+    BookingRef { booking: held.booking, customer: held.customer.clone() }
+}
+
+fn seats(b: &BookingResult) -> String {
+    b.seats.iter().map(|s| s.seat.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn outcome(r: &RequestRecord) -> String {
+    match (r.booking(), &r.error_code) {
+        (Some(b), _) => format!("booking {} {}", b.booking, b.state),
+        (None, Some(code)) => format!("{code}: {}", r.error_message.as_deref().unwrap_or_default()),
+        (None, None) => format!("{:?}", r.status),
+    }
+}

@@ -92,6 +92,7 @@ async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, 
         Err(e) if is_lock_unavailable(&e) => return Ok(Locked::No(Decision::Contended)),
         Err(e) => return Err(e.into()),
     };
+    let blocked: Vec<i32> = rows.iter().filter(|r| r.blocked).map(|r| r.seat.seat).collect();
     let taken: Vec<i32> = rows.iter().filter(|r| !r.free).map(|r| r.seat.seat).collect();
     let seats: Vec<SeatInfo> = rows.into_iter().map(|r| r.seat).collect();
     let unknown: Vec<i32> = r.seats.iter().copied().filter(|n| !seats.iter().any(|s| s.seat == *n)).collect();
@@ -99,6 +100,12 @@ async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, 
         return Ok(Locked::No(Decision::Reject(
             ErrorCode::UnknownSeat,
             format!("event {} has no seat(s) {}", r.event, list(&unknown)),
+        )));
+    }
+    if !blocked.is_empty() {
+        return Ok(Locked::No(Decision::Reject(
+            ErrorCode::SeatNotForSale,
+            format!("seat(s) {} of event {} are not for sale", list(&blocked), r.event),
         )));
     }
     if !taken.is_empty() {
@@ -143,6 +150,8 @@ async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
 struct NamedSeat {
     #[sqlx(flatten)]
     seat: SeatInfo,
+    /// Not for sale.
+    blocked: bool,
     free: bool,
 }
 

@@ -56,16 +56,22 @@ struct LockedRow {
     row: Option<i32>,
     pos: Option<i32>,
     price_cents: Option<i32>,
+    section: Option<String>,
+    row_label: Option<String>,
+    label: Option<String>,
 }
 
 impl LockedRow {
-    fn seat(&self) -> Option<SeatInfo> {
+    fn seat(self) -> Option<SeatInfo> {
         Some(SeatInfo {
             seat: self.seat?,
             class: self.class?,
             row: self.row?,
             pos: self.pos?,
             price_cents: self.price_cents?,
+            section: self.section?,
+            row_label: self.row_label?,
+            label: self.label?,
         })
     }
 }

@@ -21,12 +21,12 @@ macro_rules! lock_cheapest {
         concat!(
             "
 SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents, s.section, s.row_label, s.label
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 LEFT JOIN LATERAL (
     SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents
+        SELECT seat_no, class, row_no, pos, price_cents, section, row_label, label
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
           AND seatq.is_free(state, held_until)
@@ -95,8 +95,8 @@ FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_
 /// Lock the seats a customer named, failing at once (55P03) if another
 /// transaction holds any of them. Returns whether each is free.
 pub const LOCK_NAMED: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents,
-       seatq.is_free(state, held_until) AS free
+SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label,
+       state = 'blocked' AS blocked, seatq.is_free(state, held_until) AS free
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no
@@ -126,7 +126,7 @@ LIMIT $4";
 
 /// Lock these seats of event $1 if free, skipping those others hold.
 pub const LOCK_FREE_SEATS: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents
+SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
   AND seatq.is_free(state, held_until)

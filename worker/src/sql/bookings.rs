@@ -71,7 +71,7 @@ RETURNING target.until, target.capped";
 
 /// Seat details for a result.
 pub const SEAT_DETAILS: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents
+SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no";

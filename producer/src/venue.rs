@@ -253,7 +253,10 @@ impl Checker {
         let class = match class.parse::<i16>() {
             Ok(c) if c > 0 => c,
             _ => {
-                return Err(("invalid_class", format!("class: {class:?} is not a whole number from 1 to {}", i16::MAX)));
+                return Err((
+                    "invalid_class",
+                    format!("class: {class:?} is not a whole number from 1 to {}", i16::MAX),
+                ));
             }
         };
         let Some(price_cents) = cents(price) else {

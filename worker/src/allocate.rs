@@ -67,9 +67,20 @@ async fn take(
     r: &SeatRequest,
     hold_secs: Option<u32>,
 ) -> Result<Decision, ProcessError> {
-    let exists: bool = sqlx::query_scalar(allocation::EVENT_EXISTS).bind(r.event).fetch_one(&mut *conn).await?;
-    if !exists {
+    let rules: Option<(Option<String>, Option<i32>, i64)> =
+        sqlx::query_as(allocation::EVENT_RULES).bind(r.event).bind(&r.customer).fetch_optional(&mut *conn).await?;
+    let Some((refusal, per_customer, used)) = rules else {
         return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
+    };
+    if let Some(code) = refusal {
+        let code: ErrorCode = code.parse().map_err(|_| ProcessError::Internal(format!("unknown refusal {code}")))?;
+        return Ok(Decision::Reject(code, cheapest::sales_message(code, r.event)));
+    }
+    let party = r.party_size() as usize;
+    if let Some(limit) = per_customer
+        && used + party as i64 > i64::from(limit)
+    {
+        return Ok(cheapest::limit_exceeded(limit, used, party, r.event));
     }
     let locked = if r.together { lock_together(conn, r).await? } else { lock_named(conn, r).await? };
     let mut seats = match locked {

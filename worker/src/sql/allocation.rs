@@ -159,7 +159,8 @@ FOR UPDATE SKIP LOCKED";
 /// requests in one statement. Per booking: request id, event, customer, state
 /// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
 /// request id, seat number. A hold never outlives its event's sales: it is
-/// cut to `sales_until`. Returns, per booking, its request, id, expiry and
+/// cut to `sales_until` (a primary-key seek per hold, not a join: a join
+/// lets the planner scan every event). Returns, per booking, its request, id, expiry and
 /// how many seats changed.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
@@ -171,10 +172,10 @@ WITH b AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
-                THEN least(now() + b.hold_secs * interval '1 second', e.sales_until) END,
+                THEN least(now() + b.hold_secs * interval '1 second',
+                           (SELECT e.sales_until FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id
     FROM b
-    LEFT JOIN seatq.events e ON e.id = b.event_id
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)
     RETURNING id, request_id, event_id, state, held_until

@@ -71,6 +71,7 @@ GRANT EXECUTE ON FUNCTION
     seatq.is_live(seatq.booking_state, timestamptz),
     seatq.is_lapsed(seatq.seat_state, timestamptz),
     seatq.is_lapsed(seatq.booking_state, timestamptz),
+    seatq.sale_refusal(timestamptz, timestamptz, timestamptz),
     seatq.lock_cheapest_spread(bigint, smallint, int),
     seatq.check_invariants(boolean)
 TO seatq_worker;

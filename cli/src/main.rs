@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use chrono::{DateTime, Utc};
 use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
 use seatq::client::Retry;
 use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
@@ -61,6 +62,11 @@ enum Command {
         /// Seats per event, six to a row, priced by class.
         #[arg(long, default_value_t = 250)]
         seats: i32,
+    },
+    /// Events: import a venue's seat map, list, show, close sales.
+    Event {
+        #[command(subcommand)]
+        command: EventCommand,
     },
     /// Hold seats for a while (confirm or cancel later).
     Hold {
@@ -223,6 +229,49 @@ fn rfc3339(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         .map_err(|e| format!("{e}: expected an RFC 3339 time such as 2030-01-31T18:00:00Z"))
 }
 
+#[derive(Debug, Subcommand)]
+enum EventCommand {
+    /// Create an event from a venue file, all or nothing: CSV (a header naming
+    /// section,row,seat,pos,class,price,for_sale, then a seat a line) or JSON (an object with the event's
+    /// fields and a "seats" array). Bad lines are reported (file:line: code: reason) and nothing is
+    /// imported; exits 1 if any line was bad.
+    Import {
+        /// The file (.csv or .json; "-" for CSV on standard input).
+        #[arg(long)]
+        file: String,
+        /// The event's name (required for CSV; overrides the JSON's).
+        #[arg(long)]
+        name: Option<String>,
+        /// Where it takes place.
+        #[arg(long)]
+        venue: Option<String>,
+        /// When it starts (RFC 3339); sales end then unless --sales-until says otherwise.
+        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+        starts_at: Option<DateTime<Utc>>,
+        /// On sale from (RFC 3339) [default: at once].
+        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+        sales_from: Option<DateTime<Utc>>,
+        /// On sale until (RFC 3339) [default: the start].
+        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+        sales_until: Option<DateTime<Utc>>,
+        /// At most this many seats per customer (live holds and bookings) [default: no limit].
+        #[arg(long, value_name = "SEATS")]
+        per_customer: Option<i32>,
+    },
+    /// List the events, with their sales windows and seat counts.
+    List,
+    /// Show an event and its seats by section, class and state.
+    Show {
+        /// The event's id.
+        id: i64,
+    },
+    /// Stop an event's sales now: holds and books are refused (sales_closed).
+    Close {
+        /// The event's id.
+        id: i64,
+    },
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -365,6 +414,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{} events of {seats} seats: ids {:?}", ids.len(), ids);
             }
         }
+        Command::Event { command } => return event(&ctx, command).await,
         Command::Hold { seats, hold_seconds, queue } => {
             let mut r = seat_request(seats);
             r.hold_seconds = hold_seconds;
@@ -565,7 +615,17 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
     } else {
         let what = match (&r.status, r.booking()) {
             (Status::Succeeded, Some(b)) => {
-                let seats: Vec<String> = b.seats.iter().map(|s| format!("{}(class {})", s.seat, s.class)).collect();
+                let seats: Vec<String> = b
+                    .seats
+                    .iter()
+                    .map(|s| match s.label.is_empty() {
+                        true => format!("{}(class {})", s.seat, s.class),
+                        false => format!(
+                            "{}({}, row {}, seat {}, class {})",
+                            s.seat, s.section, s.row_label, s.label, s.class
+                        ),
+                    })
+                    .collect();
                 let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
                 let until = if b.capped { format!("{until} (the longest a hold may last)") } else { until };
                 format!(
@@ -657,4 +717,119 @@ mod tests {
         let arg = extend.get_arguments().find(|a| a.get_id() == "hold_seconds").expect("hold_seconds");
         assert_eq!(arg.get_value_names().unwrap_or_default(), ["1-86400"]);
     }
+}
+
+/// `seatq event ...`.
+async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
+    let json = ctx.json;
+    match command {
+        EventCommand::Import { file, name, venue, starts_at, sales_from, sales_until, per_customer } => {
+            let parsed = if file == "-" {
+                seatq::venue::parse_csv(std::io::stdin().lock())
+            } else {
+                let f = std::fs::File::open(&file).with_context(|| format!("opening {file}"))?;
+                if file.to_ascii_lowercase().ends_with(".json") {
+                    seatq::venue::parse_json(std::io::BufReader::new(f))
+                } else {
+                    seatq::venue::parse_csv(std::io::BufReader::new(f))
+                }
+            }
+            .with_context(|| format!("reading {file}"))?;
+            let mut event = parsed.event.unwrap_or_default();
+            event.name = name.unwrap_or(event.name);
+            event.venue = venue.or(event.venue);
+            event.starts_at = starts_at.or(event.starts_at);
+            event.sales_from = sales_from.or(event.sales_from);
+            event.sales_until = sales_until.or(event.sales_until);
+            event.per_customer = per_customer.or(event.per_customer);
+            if !parsed.bad.is_empty() {
+                for bad in &parsed.bad {
+                    eprintln!("{file}:{}: {}: {}", bad.line, bad.code, bad.reason);
+                }
+                if json {
+                    let bad: Vec<Value> = parsed
+                        .bad
+                        .iter()
+                        .map(|b| serde_json::json!({ "line": b.line, "code": b.code, "reason": b.reason }))
+                        .collect();
+                    println!("{}", serde_json::json!({ "event": null, "bad_lines": bad }));
+                } else {
+                    println!("imported nothing: {} bad lines", parsed.bad.len());
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+            if event.name.trim().is_empty() {
+                return Err(Usage("the event needs a name: --name (or \"name\" in a JSON file)".into()).into());
+            }
+            let id = ctx.connect().await?.import_event(&event, &parsed.seats).await?;
+            let blocked = parsed.seats.iter().filter(|s| !s.for_sale).count();
+            if json {
+                println!("{}", serde_json::json!({ "event": id, "seats": parsed.seats.len(), "blocked": blocked }));
+            } else {
+                println!("event {id} {:?}: {} seats ({blocked} not for sale)", event.name, parsed.seats.len());
+            }
+        }
+        EventCommand::List => {
+            let events = ctx.connect().await?.events(None).await?;
+            if json {
+                println!("{}", serde_json::to_string(&events)?);
+            } else {
+                for e in &events {
+                    println!("{}", event_line(e));
+                }
+            }
+        }
+        EventCommand::Show { id } => {
+            let client = ctx.connect().await?;
+            let Some(e) = client.events(Some(id)).await?.pop() else {
+                return Err(Usage(format!("no event {id}")).into());
+            };
+            let seats = client.event_seat_map(id).await?;
+            if json {
+                println!("{}", serde_json::json!({ "event": e, "seats": seats }));
+            } else {
+                println!("{}", event_line(&e));
+                for g in &seats {
+                    let price = |c: i32| format!("{}.{:02}", c / 100, c % 100);
+                    let prices = if g.min_price_cents == g.max_price_cents {
+                        price(g.min_price_cents)
+                    } else {
+                        format!("{}-{}", price(g.min_price_cents), price(g.max_price_cents))
+                    };
+                    println!("  {:<16} class {:<3} {:<10} {:>6}  at {prices}", g.section, g.class, g.state, g.seats);
+                }
+            }
+        }
+        EventCommand::Close { id } => {
+            if !ctx.connect().await?.close_event(id).await? {
+                return Err(Usage(format!("no event {id}")).into());
+            }
+            if json {
+                println!("{}", serde_json::json!({ "closed": id }));
+            } else {
+                println!("event {id}: sales closed");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One event, as `seatq event list` prints it.
+fn event_line(e: &seatq::EventSummary) -> String {
+    let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into());
+    let venue = e.venue.as_deref().map(|v| format!(" at {v}")).unwrap_or_default();
+    let sales = e.refusal.as_deref().unwrap_or("on_sale");
+    let limit = e.per_customer.map(|n| format!(", at most {n} per customer")).unwrap_or_default();
+    format!(
+        "{} {:?}{venue}, starts {}: {sales} (from {} until {}{limit}); {} seats: {} free, {} taken, {} not for sale",
+        e.id,
+        e.name,
+        time(e.starts_at),
+        time(e.sales_from),
+        time(e.sales_until),
+        e.seats,
+        e.free,
+        e.taken,
+        e.blocked
+    )
 }

@@ -93,6 +93,14 @@ pub struct SeatInfo {
     pub row: i32,
     pub pos: i32,
     pub price_cents: i32,
+    /// The venue's names for the seat: section ("Circle"), row ("C") and
+    /// seat ("14"). Empty where the event's seats have none.
+    #[serde(default)]
+    pub section: String,
+    #[serde(default)]
+    pub row_label: String,
+    #[serde(default)]
+    pub label: String,
 }
 
 labelled! {
@@ -127,6 +135,14 @@ labelled! {
         SoldOut,
         /// A named seat is held or booked by someone else, or being taken right now.
         SeatsTaken,
+        /// A named seat is not for sale (a house seat, a wheelchair space).
+        SeatNotForSale,
+        /// The event's sales have not opened yet (`sales_from` is later).
+        NotOnSale,
+        /// The event's sales are over: past `sales_until`, or closed.
+        SalesClosed,
+        /// The customer would hold more seats of the event than its per-customer limit.
+        CustomerLimitExceeded,
         /// `together`: no row has enough adjacent free seats of the class.
         NoAdjacentSeats,
         /// No such booking.
@@ -180,6 +196,9 @@ seatq_enum! {
         Available,
         Held,
         Booked,
+        /// Not for sale (house seats, wheelchair spaces): never allocated,
+        /// counted neither free nor taken.
+        Blocked,
     }
 }
 

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::outcome::{ErrorCode, RequestRecord};
 use crate::request::Request;
 use crate::retry::Jitter;
+use crate::venue::{NewEvent, VenueSeat};
 use crate::waiters::{Finished, Waiter, Waiters};
 use crate::{Error, RequestError, db, sql, validate};
 
@@ -453,6 +454,96 @@ impl Client {
         let names: Vec<String> = (1..=flights).map(|n| format!("Flight {n}")).collect();
         self.add_events(&names, seats, 6).await
     }
+
+    /// Create `event` with these seats (from a venue file:
+    /// [`crate::venue`]), all in one transaction: seats numbered 1.. in the
+    /// order given, one row number per section and row (in order of first
+    /// appearance), seats not for sale blocked. Fails, importing nothing, if
+    /// the name is taken. Returns the event id.
+    pub async fn import_event(&self, event: &NewEvent, seats: &[VenueSeat]) -> Result<i64, Error> {
+        let mut rows: BTreeMap<(&str, &str), i32> = BTreeMap::new();
+        let row_nos: Vec<i32> = seats
+            .iter()
+            .map(|s| {
+                let next = rows.len() as i32 + 1;
+                *rows.entry((s.section.as_str(), s.row_label.as_str())).or_insert(next)
+            })
+            .collect();
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(sql::inventory::IMPORT_EVENT)
+            .bind(&event.name)
+            .bind(&event.venue)
+            .bind(event.starts_at)
+            .bind(event.sales_from)
+            .bind(event.sales_until)
+            .bind(event.per_customer)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(sql::inventory::IMPORT_SEATS)
+            .bind(id)
+            .bind(row_nos)
+            .bind(seats.iter().map(|s| s.pos).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.class).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.price_cents).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.section.as_str()).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.row_label.as_str()).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.label.as_str()).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.for_sale).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Every event (or only `event`), with its sales window and seat counts.
+    pub async fn events(&self, event: Option<i64>) -> Result<Vec<EventSummary>, Error> {
+        Ok(sqlx::query_as(sql::inventory::LIST_EVENTS).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// Event `event`'s seats by section, class and state.
+    pub async fn event_seat_map(&self, event: i64) -> Result<Vec<SeatGroup>, Error> {
+        Ok(sqlx::query_as(sql::inventory::EVENT_SEAT_MAP).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// Stop event `event`'s sales now: holds and books are refused
+    /// (`sales_closed`) from then on. Whether the event exists.
+    pub async fn close_event(&self, event: i64) -> Result<bool, Error> {
+        let closed: Option<i64> =
+            sqlx::query_scalar(sql::inventory::CLOSE_EVENT).bind(event).fetch_optional(&self.pool).await?;
+        Ok(closed.is_some())
+    }
+}
+
+/// An event as `seatq event list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+pub struct EventSummary {
+    pub id: i64,
+    pub name: String,
+    pub venue: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub sales_from: Option<DateTime<Utc>>,
+    pub sales_until: Option<DateTime<Utc>>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub per_customer: Option<i32>,
+    /// Why sales refuse now (`not_on_sale`, `sales_closed`), or none: on sale.
+    pub refusal: Option<String>,
+    pub seats: i64,
+    pub free: i64,
+    pub taken: i64,
+    /// Not for sale.
+    pub blocked: i64,
+}
+
+/// Seats of one section, class and state.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SeatGroup {
+    pub section: String,
+    pub class: i16,
+    /// available, held, booked, blocked, or lapsed (a hold past its time: free).
+    pub state: String,
+    pub seats: i64,
+    pub min_price_cents: i32,
+    pub max_price_cents: i32,
 }
 
 /// Validate and enqueue one request on `executor`: a connection, a pool, or

@@ -11,6 +11,8 @@
 //!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
 //!   listening connection), stats, invariant checks;
 //! - [`bulk`]: request files, checked line by line;
+//! - [`venue`]: venue files (an event's seat map), checked line by line, to
+//!   import with [`Client::import_event`];
 //! - [`sql`]: the statements the client runs.
 //!
 //! The shared core is re-exported from `seatq-core`: [`request`] (the
@@ -31,9 +33,10 @@
 pub mod bulk;
 pub mod client;
 pub mod sql;
+pub mod venue;
 mod waiters;
 
-pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo, enqueue_in};
+pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
     SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate,

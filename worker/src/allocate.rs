@@ -67,9 +67,20 @@ async fn take(
     r: &SeatRequest,
     hold_secs: Option<u32>,
 ) -> Result<Decision, ProcessError> {
-    let exists: bool = sqlx::query_scalar(allocation::EVENT_EXISTS).bind(r.event).fetch_one(&mut *conn).await?;
-    if !exists {
+    let rules: Option<(Option<String>, Option<i32>, i64)> =
+        sqlx::query_as(allocation::EVENT_RULES).bind(r.event).bind(&r.customer).fetch_optional(&mut *conn).await?;
+    let Some((refusal, per_customer, used)) = rules else {
         return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
+    };
+    if let Some(code) = refusal {
+        let code: ErrorCode = code.parse().map_err(|_| ProcessError::Internal(format!("unknown refusal {code}")))?;
+        return Ok(Decision::Reject(code, cheapest::sales_message(code, r.event)));
+    }
+    let party = r.party_size() as usize;
+    if let Some(limit) = per_customer
+        && used + party as i64 > i64::from(limit)
+    {
+        return Ok(cheapest::limit_exceeded(limit, used, party, r.event));
     }
     let locked = if r.together { lock_together(conn, r).await? } else { lock_named(conn, r).await? };
     let mut seats = match locked {
@@ -92,6 +103,7 @@ async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, 
         Err(e) if is_lock_unavailable(&e) => return Ok(Locked::No(Decision::Contended)),
         Err(e) => return Err(e.into()),
     };
+    let blocked: Vec<i32> = rows.iter().filter(|r| r.blocked).map(|r| r.seat.seat).collect();
     let taken: Vec<i32> = rows.iter().filter(|r| !r.free).map(|r| r.seat.seat).collect();
     let seats: Vec<SeatInfo> = rows.into_iter().map(|r| r.seat).collect();
     let unknown: Vec<i32> = r.seats.iter().copied().filter(|n| !seats.iter().any(|s| s.seat == *n)).collect();
@@ -99,6 +111,12 @@ async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, 
         return Ok(Locked::No(Decision::Reject(
             ErrorCode::UnknownSeat,
             format!("event {} has no seat(s) {}", r.event, list(&unknown)),
+        )));
+    }
+    if !blocked.is_empty() {
+        return Ok(Locked::No(Decision::Reject(
+            ErrorCode::SeatNotForSale,
+            format!("seat(s) {} of event {} are not for sale", list(&blocked), r.event),
         )));
     }
     if !taken.is_empty() {
@@ -143,6 +161,8 @@ async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
 struct NamedSeat {
     #[sqlx(flatten)]
     seat: SeatInfo,
+    /// Not for sale.
+    blocked: bool,
     free: bool,
 }
 

@@ -13,7 +13,7 @@
 //! `partial`. Seats locked but not granted are released at commit, a few
 //! milliseconds later.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::sql::allocation;
 use seatq_core::outcome::{ErrorCode, SeatInfo};
@@ -51,21 +51,29 @@ impl<'a> Wanted<'a> {
 struct LockedRow {
     grp: i64,
     known: bool,
+    refusal: Option<String>,
+    per_customer: Option<i32>,
     seat: Option<i32>,
     class: Option<i16>,
     row: Option<i32>,
     pos: Option<i32>,
     price_cents: Option<i32>,
+    section: Option<String>,
+    row_label: Option<String>,
+    label: Option<String>,
 }
 
 impl LockedRow {
-    fn seat(&self) -> Option<SeatInfo> {
+    fn seat(self) -> Option<SeatInfo> {
         Some(SeatInfo {
             seat: self.seat?,
             class: self.class?,
             row: self.row?,
             pos: self.pos?,
             price_cents: self.price_cents?,
+            section: self.section?,
+            row_label: self.row_label?,
+            label: self.label?,
         })
     }
 }
@@ -79,6 +87,10 @@ struct Group {
     /// Seats the members ask for in all.
     need: i32,
     known: bool,
+    /// Why the event's sales refuse now (`not_on_sale`, `sales_closed`).
+    refusal: Option<ErrorCode>,
+    /// The event's per-customer limit.
+    per_customer: Option<i32>,
     /// Seats locked, cheapest first.
     locked: Vec<SeatInfo>,
     /// Short, with free seats held by in-flight transactions.
@@ -107,6 +119,8 @@ pub async fn allocate(
             need: members.iter().map(|&i| wanted[i].request.party_size() as i32).sum(),
             members,
             known: false,
+            refusal: None,
+            per_customer: None,
             locked: Vec::new(),
             contended: false,
         })
@@ -126,11 +140,17 @@ pub async fn allocate(
     for row in rows {
         let group = group_mut(&mut groups, row.grp)?;
         group.known = row.known;
+        group.refusal = match row.refusal.as_deref() {
+            None => None,
+            Some(code) => Some(code.parse().map_err(|_| ProcessError::Internal(format!("unknown refusal {code}")))?),
+        };
+        group.per_customer = row.per_customer;
         group.locked.extend(row.seat());
     }
 
-    let short: Vec<usize> =
-        (0..groups.len()).filter(|&g| groups[g].known && (groups[g].locked.len() as i32) < groups[g].need).collect();
+    let short: Vec<usize> = (0..groups.len())
+        .filter(|&g| groups[g].known && groups[g].refusal.is_none() && (groups[g].locked.len() as i32) < groups[g].need)
+        .collect();
     if !short.is_empty() {
         let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
         let free: Vec<(i64, i64)> =
@@ -142,6 +162,7 @@ pub async fn allocate(
         }
     }
 
+    let mut used = customer_seats(conn, wanted, &groups).await?;
     let mut decisions: Vec<Option<Decision>> = (0..wanted.len()).map(|_| None).collect();
     let mut grants: Vec<(usize, Grant)> = Vec::new();
     for group in &groups {
@@ -149,9 +170,19 @@ pub async fn allocate(
         for &i in &group.members {
             let w = wanted[i];
             let party = w.request.party_size() as usize;
+            let customer = (group.event, w.request.customer.as_str());
             let take = if !group.known {
                 decisions[i] =
                     Some(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", group.event)));
+                continue;
+            } else if let Some(code) = group.refusal {
+                decisions[i] = Some(Decision::Reject(code, sales_message(code, group.event)));
+                continue;
+            } else if let Some(limit) = group.per_customer
+                && used.get(&customer).copied().unwrap_or(0) + party as i64 > i64::from(limit)
+            {
+                decisions[i] =
+                    Some(limit_exceeded(limit, used.get(&customer).copied().unwrap_or(0), party, group.event));
                 continue;
             } else if left.len() >= party {
                 party
@@ -174,6 +205,9 @@ pub async fn allocate(
             };
             let (mine, rest) = left.split_at(take);
             left = rest;
+            if group.per_customer.is_some() {
+                *used.entry(customer).or_default() += take as i64;
+            }
             let mut seats = mine.to_vec();
             seats.sort_by_key(|s| s.seat);
             grants.push((i, Grant { request_id: w.request_id, request: w.request, hold_secs: w.hold_secs, seats }));
@@ -210,4 +244,51 @@ fn group_mut(groups: &mut [Group], grp: i64) -> Result<&mut Group, ProcessError>
 
 fn unexpected_group(grp: i64) -> ProcessError {
     ProcessError::Internal(format!("allocation returned a row for group {grp}, which the batch does not have"))
+}
+
+/// Live seats each customer of the batch already has on each event with a
+/// per-customer limit: one statement for the batch, none when no event of
+/// it has a limit.
+async fn customer_seats<'w>(
+    conn: &mut PgConnection,
+    wanted: &[Wanted<'w>],
+    groups: &[Group],
+) -> Result<HashMap<(i64, &'w str), i64>, ProcessError> {
+    let mut pairs: Vec<(i64, &'w str)> = groups
+        .iter()
+        .filter(|g| g.per_customer.is_some() && g.refusal.is_none())
+        .flat_map(|g| g.members.iter().map(|&i| (g.event, wanted[i].request.customer.as_str())))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    if pairs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(i64, i64)> = sqlx::query_as(allocation::CUSTOMER_SEATS)
+        .bind(pairs.iter().map(|p| p.0).collect::<Vec<_>>())
+        .bind(pairs.iter().map(|p| p.1).collect::<Vec<_>>())
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.into_iter()
+        .map(|(k, used)| {
+            let pair = usize::try_from(k - 1).ok().and_then(|k| pairs.get(k)).copied();
+            pair.map(|p| (p, used)).ok_or_else(|| ProcessError::Internal(format!("no customer pair {k}")))
+        })
+        .collect()
+}
+
+/// The message of a `not_on_sale` or `sales_closed` refusal.
+pub(crate) fn sales_message(code: ErrorCode, event: i64) -> String {
+    match code {
+        ErrorCode::NotOnSale => format!("event {event} is not on sale yet"),
+        _ => format!("sales of event {event} are closed"),
+    }
+}
+
+/// A `customer_limit_exceeded` refusal.
+pub(crate) fn limit_exceeded(limit: i32, used: i64, party: usize, event: i64) -> Decision {
+    Decision::Reject(
+        ErrorCode::CustomerLimitExceeded,
+        format!("event {event} sells at most {limit} seat(s) per customer; the customer has {used}, {party} requested"),
+    )
 }

@@ -20,18 +20,67 @@ ORDER BY names.ord";
 
 /// Give each event of $1 seats 1..=$2, $3 to a row, laid out like the classic
 /// airline example: class 1 for seats 1-19, class 2 for 20-49, class 3 for 50
-/// and up, each class with a dearer front half and a cheaper back half.
-/// Idempotent.
+/// and up, each class with a dearer front half and a cheaper back half. Every
+/// seat is in section "Cabin", its row labelled with the row number and the
+/// seat with row and letter ("12C"), or its number when a row is wider than
+/// the alphabet. Idempotent.
 pub const ADD_SEATS: &str = "
-INSERT INTO seatq.seats (event_id, seat_no, class, price_cents, row_no, pos)
+INSERT INTO seatq.seats (event_id, seat_no, class, price_cents, row_no, pos, section, row_label, label)
 SELECT e.id, s, c.class,
        CASE c.class
            WHEN 1 THEN CASE WHEN s <= 9 THEN 90000 ELSE 75000 END
            WHEN 2 THEN CASE WHEN s <= 34 THEN 40000 ELSE 32000 END
            ELSE CASE WHEN s <= 50 + ($2 - 50) / 2 THEN 15000 ELSE 12000 END
        END,
-       (s - 1) / $3 + 1, (s - 1) % $3 + 1
+       (s - 1) / $3 + 1, (s - 1) % $3 + 1,
+       'Cabin', ((s - 1) / $3 + 1)::text,
+       CASE WHEN $3 <= 26 THEN ((s - 1) / $3 + 1)::text || chr(65 + (s - 1) % $3) ELSE s::text END
 FROM unnest($1::bigint[]) AS e(id)
 CROSS JOIN generate_series(1, $2) s
 CROSS JOIN LATERAL (SELECT CASE WHEN s <= 19 THEN 1 WHEN s <= 49 THEN 2 ELSE 3 END AS class) c
 ON CONFLICT DO NOTHING";
+
+/// Create an imported event: name, venue, start, on sale from, until (by
+/// default its start), per-customer limit. Fails on a name already used.
+pub const IMPORT_EVENT: &str = "
+INSERT INTO seatq.events (name, venue, starts_at, sales_from, sales_until, per_customer)
+VALUES ($1, $2, $3, $4, coalesce($5, $3), $6)
+RETURNING id";
+
+/// Give event $1 its imported seats, numbered 1.. in file order: per seat
+/// its row number (one per section and row), position, class, price,
+/// section, row and seat labels, and whether it is for sale (else blocked).
+pub const IMPORT_SEATS: &str = "
+INSERT INTO seatq.seats (event_id, seat_no, row_no, pos, class, price_cents, section, row_label, label, state)
+SELECT $1, s.ord, s.row_no, s.pos, s.class, s.price_cents, s.section, s.row_label, s.label,
+       CASE WHEN s.for_sale THEN 'available' ELSE 'blocked' END::seatq.seat_state
+FROM unnest($2::int[], $3::int[], $4::smallint[], $5::int[], $6::text[], $7::text[], $8::text[], $9::bool[])
+    WITH ORDINALITY AS s(row_no, pos, class, price_cents, section, row_label, label, for_sale, ord)";
+
+/// Every event, with its seat counts (taken: live holds and bookings).
+pub const LIST_EVENTS: &str = "
+SELECT e.id, e.name, e.venue, e.starts_at, e.sales_from, e.sales_until, e.closed_at, e.per_customer,
+       seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal,
+       count(s.seat_no) AS seats,
+       count(s.seat_no) FILTER (WHERE seatq.is_free(s.state, s.held_until)) AS free,
+       count(s.seat_no) FILTER (WHERE seatq.is_live(s.state, s.held_until)) AS taken,
+       count(s.seat_no) FILTER (WHERE s.state = 'blocked') AS blocked
+FROM seatq.events e
+LEFT JOIN seatq.seats s ON s.event_id = e.id
+WHERE $1::bigint IS NULL OR e.id = $1
+GROUP BY e.id
+ORDER BY e.id";
+
+/// Event $1's seats by section, class and state (a lapsed hold counts as
+/// `lapsed`: free), with the price range.
+pub const EVENT_SEAT_MAP: &str = "
+SELECT section, class,
+       CASE WHEN seatq.is_lapsed(state, held_until) THEN 'lapsed' ELSE state::text END AS state,
+       count(*) AS seats, min(price_cents) AS min_price_cents, max(price_cents) AS max_price_cents
+FROM seatq.seats WHERE event_id = $1
+GROUP BY 1, 2, 3
+ORDER BY min(row_no), 2, 3";
+
+/// Stop event $1's sales now (kept if already closed); whether it exists.
+pub const CLOSE_EVENT: &str = "
+UPDATE seatq.events SET closed_at = coalesce(closed_at, now()) WHERE id = $1 RETURNING id";

@@ -4,14 +4,35 @@
 //! available, or held with the hold lapsed (passive expiry), so no answer
 //! depends on when the sweeper last ran.
 
-/// Does the event exist?
-pub const EVENT_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM seatq.events WHERE id = $1)";
+/// Event $1's sales rules for customer $2, if it exists: why sales refuse
+/// now (`seatq.sale_refusal`, NULL when on sale), its per-customer limit,
+/// and how many live seats the customer has on it (counted only when there
+/// is a limit).
+pub const EVENT_RULES: &str = "
+SELECT seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal, e.per_customer,
+       CASE WHEN e.per_customer IS NULL THEN 0 ELSE (
+           SELECT coalesce(sum(cardinality(b.seats)), 0) FROM seatq.bookings b
+           WHERE b.event_id = e.id AND b.customer = $2 AND seatq.is_live(b.state, b.held_until)) END::bigint AS used
+FROM seatq.events e WHERE e.id = $1";
+
+/// Live seats each customer has on each event: per pair k, customer $2[k]
+/// on event $1[k] (bookings_by_customer). Only asked about events with a
+/// per-customer limit.
+pub const CUSTOMER_SEATS: &str = "
+SELECT k.ord AS idx, coalesce(sum(cardinality(b.seats)), 0)::bigint AS used
+FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(event_id, customer, ord)
+LEFT JOIN seatq.bookings b
+    ON b.event_id = k.event_id AND b.customer = k.customer AND seatq.is_live(b.state, b.held_until)
+GROUP BY k.ord
+ORDER BY k.ord";
 
 /// Lock the cheapest free seats for many requests at once, one group per
 /// (event, class): for group k, up to $3[k] seats of class $2[k] on event
 /// $1[k], cheapest first. One row per seat locked, and one with a NULL seat
-/// for a group that got none; `known` says whether the event exists. An index
-/// seek on seats_free_by_price per group. The lock clause is the strategy's;
+/// for a group that got none; `known` says whether the event exists,
+/// `refusal` why its sales refuse now (then no seat is locked: a one-time
+/// filter) and `per_customer` its limit. An index seek on
+/// seats_free_by_price per group. The lock clause is the strategy's;
 /// `$also` may add a condition on the seek and another way to the seats.
 macro_rules! lock_cheapest {
     ($lock:literal) => {
@@ -20,16 +41,17 @@ macro_rules! lock_cheapest {
     ($lock:literal, $also:literal) => {
         concat!(
             "
-SELECT g.ord AS grp, e.id IS NOT NULL AS known,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents
+SELECT g.ord AS grp, e.id IS NOT NULL AS known, r.refusal, e.per_customer,
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents, s.section, s.row_label, s.label
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
+CROSS JOIN LATERAL (SELECT seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal) r
 LEFT JOIN LATERAL (
     SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents
+        SELECT seat_no, class, row_no, pos, price_cents, section, row_label, label
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
-          AND seatq.is_free(state, held_until)
+          AND seatq.is_free(state, held_until) AND r.refusal IS NULL
         ORDER BY price_cents, seat_no
         LIMIT g.need
         ",
@@ -56,7 +78,7 @@ pub const LOCK_CHEAPEST: &str = lock_cheapest!(
     "WHERE g.need < $4
     UNION ALL
     SELECT * FROM seatq.lock_cheapest_spread(g.event_id, g.class, g.need)
-    WHERE g.need >= $4 AND e.id IS NOT NULL"
+    WHERE g.need >= $4 AND e.id IS NOT NULL AND r.refusal IS NULL"
 );
 /// Groups needing this many seats or more take them from a random start (see
 /// [`LOCK_CHEAPEST`]): a batch of many parties for one event. Smaller ones keep
@@ -95,8 +117,8 @@ FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_
 /// Lock the seats a customer named, failing at once (55P03) if another
 /// transaction holds any of them. Returns whether each is free.
 pub const LOCK_NAMED: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents,
-       seatq.is_free(state, held_until) AS free
+SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label,
+       state = 'blocked' AS blocked, seatq.is_free(state, held_until) AS free
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no
@@ -126,7 +148,7 @@ LIMIT $4";
 
 /// Lock these seats of event $1 if free, skipping those others hold.
 pub const LOCK_FREE_SEATS: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents
+SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
   AND seatq.is_free(state, held_until)
@@ -136,8 +158,10 @@ FOR UPDATE SKIP LOCKED";
 /// Create bookings and give them their (already locked) seats, for many
 /// requests in one statement. Per booking: request id, event, customer, state
 /// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
-/// request id, seat number. Returns, per booking, its request, id, expiry
-/// and how many seats changed.
+/// request id, seat number. A hold never outlives its event's sales: it is
+/// cut to `sales_until` (a primary-key seek per hold, not a join: a join
+/// lets the planner scan every event). Returns, per booking, its request, id, expiry and
+/// how many seats changed.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[])
@@ -147,7 +171,10 @@ WITH b AS (
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
-           now() + b.hold_secs * interval '1 second', b.request_id
+           CASE WHEN b.hold_secs IS NOT NULL
+                THEN least(now() + b.hold_secs * interval '1 second',
+                           (SELECT e.sales_until FROM seatq.events e WHERE e.id = b.event_id)) END,
+           b.request_id
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)

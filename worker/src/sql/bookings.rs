@@ -52,13 +52,13 @@ WHERE id = $1";
 /// `created_at` when the hold was made, so extending again and again never
 /// keeps seats past that; and never earlier than it already was (`greatest`
 /// with the current `held_until`), so an extension never shortens a hold.
-/// The event's sales window will bound the `least` too, once events have one.
+/// Nor past the event's `sales_until`: the limit is whichever comes first.
 pub const EXTEND: &str = "
 WITH target AS (
     SELECT greatest(held_until, least(now() + make_interval(secs => $4), limit_at)) AS until,
            now() + make_interval(secs => $4) > limit_at AS capped
-    FROM (SELECT held_until, created_at + make_interval(secs => $5) AS limit_at
-          FROM seatq.bookings WHERE id = $1) b
+    FROM (SELECT b.held_until, least(b.created_at + make_interval(secs => $5), e.sales_until) AS limit_at
+          FROM seatq.bookings b LEFT JOIN seatq.events e ON e.id = b.event_id WHERE b.id = $1) b
 ), seats AS (
     UPDATE seatq.seats SET held_until = target.until
     FROM target
@@ -71,7 +71,7 @@ RETURNING target.until, target.capped";
 
 /// Seat details for a result.
 pub const SEAT_DETAILS: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents
+SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no";

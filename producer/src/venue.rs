@@ -1,0 +1,372 @@
+//! Venue files: an event's seat map, to import with
+//! [`crate::Client::import_event`].
+//!
+//! CSV: a header line naming the columns (any order)
+//! `section,row,seat,pos,class,price,for_sale`, then one seat a line. JSON: an
+//! object with the event's fields (`name`, `venue`, `starts_at`,
+//! `sales_from`, `sales_until`, `per_customer`) and a `seats` array of
+//! objects with the same seat fields. `pos` is the seat's place in its row
+//! (adjacency), `price` in currency units with at most two decimals,
+//! `for_sale` yes/no (true/false, 1/0). Every line is checked before anything
+//! is imported, so a bad one is reported with its number (in JSON, the
+//! seat's 1-based place in `seats`) and nothing is half imported.
+//!
+//! Fields are separated by commas and may not contain one (no quoting): the
+//! names of sections, rows and seats never need it.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, Read};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+pub use crate::bulk::BadLine;
+
+/// The columns of a CSV venue file, in the order seatq writes them.
+pub const COLUMNS: [&str; 7] = ["section", "row", "seat", "pos", "class", "price", "for_sale"];
+
+/// An event to create, and when it sells.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEvent {
+    pub name: String,
+    #[serde(default)]
+    pub venue: Option<String>,
+    #[serde(default)]
+    pub starts_at: Option<DateTime<Utc>>,
+    /// On sale from (absent: at once).
+    #[serde(default)]
+    pub sales_from: Option<DateTime<Utc>>,
+    /// On sale until (absent: until `starts_at`, or without end if that is absent too).
+    #[serde(default)]
+    pub sales_until: Option<DateTime<Utc>>,
+    /// At most this many live seats per customer (absent: no limit).
+    #[serde(default)]
+    pub per_customer: Option<i32>,
+}
+
+/// One seat of a venue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VenueSeat {
+    pub section: String,
+    pub row_label: String,
+    pub label: String,
+    /// Place in the row, for adjacency.
+    pub pos: i32,
+    pub class: i16,
+    pub price_cents: i32,
+    /// House seats, wheelchair spaces: false.
+    pub for_sale: bool,
+}
+
+/// A parsed venue file.
+#[derive(Debug, Default)]
+pub struct Venue {
+    /// The event's fields, from a JSON file (a CSV file has none).
+    pub event: Option<NewEvent>,
+    /// The seats, in file order.
+    pub seats: Vec<VenueSeat>,
+    pub bad: Vec<BadLine>,
+}
+
+/// A seat as the JSON form spells it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSeat {
+    section: String,
+    row: serde_json::Value,
+    seat: serde_json::Value,
+    pos: serde_json::Value,
+    class: serde_json::Value,
+    price: serde_json::Value,
+    #[serde(default = "yes")]
+    for_sale: serde_json::Value,
+}
+
+fn yes() -> serde_json::Value {
+    serde_json::Value::Bool(true)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonVenue {
+    #[serde(flatten)]
+    event: NewEvent,
+    seats: Vec<serde_json::Value>,
+}
+
+/// Parse a CSV venue file. Only an I/O error fails the whole parse.
+pub fn parse_csv(mut reader: impl BufRead) -> std::io::Result<Venue> {
+    let mut venue = Venue::default();
+    let mut checker = Checker::default();
+    let mut columns: Option<Vec<usize>> = None;
+    let mut buf = Vec::new();
+    for n in 1.. {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
+        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if n == 1 {
+            bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+        }
+        let line = match std::str::from_utf8(bytes) {
+            Ok(line) => line,
+            Err(e) => {
+                venue.bad.push(bad("invalid_line", format!("not valid UTF-8: {e}")));
+                continue;
+            }
+        };
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let Some(order) = &columns else {
+            match header(&fields) {
+                Ok(order) => columns = Some(order),
+                Err(reason) => {
+                    venue.bad.push(bad("missing_column", reason));
+                    // Without the header no line can be read.
+                    return Ok(venue);
+                }
+            }
+            continue;
+        };
+        if fields.len() != COLUMNS.len() {
+            venue.bad.push(bad(
+                "invalid_line",
+                format!("{} fields, expected {} ({})", fields.len(), COLUMNS.len(), COLUMNS.join(",")),
+            ));
+            continue;
+        }
+        let get = |i: usize| fields[order[i]];
+        match checker.seat(get(0), get(1), get(2), get(3), get(4), get(5), get(6)) {
+            Ok(seat) => venue.seats.push(seat),
+            Err((code, reason)) => venue.bad.push(bad(code, reason)),
+        }
+    }
+    if columns.is_none() {
+        venue.bad.push(BadLine {
+            line: 1,
+            code: "missing_column".into(),
+            reason: format!("no header line ({})", COLUMNS.join(",")),
+        });
+    }
+    Ok(venue)
+}
+
+/// Where each of [`COLUMNS`] is in the header.
+fn header(fields: &[&str]) -> Result<Vec<usize>, String> {
+    let mut order = Vec::with_capacity(COLUMNS.len());
+    for column in COLUMNS {
+        match fields.iter().position(|f| f.eq_ignore_ascii_case(column)) {
+            Some(i) => order.push(i),
+            None => return Err(format!("header: no column {column:?} (expected {})", COLUMNS.join(","))),
+        }
+    }
+    if let Some(extra) = fields.iter().find(|f| !COLUMNS.iter().any(|c| c.eq_ignore_ascii_case(f))) {
+        return Err(format!("header: unknown column {extra:?} (expected {})", COLUMNS.join(",")));
+    }
+    Ok(order)
+}
+
+/// Parse a JSON venue file: the event's fields and its seats.
+pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
+    let mut text = String::new();
+    let mut venue = Venue::default();
+    if let Err(e) = reader.read_to_string(&mut text) {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            venue.bad.push(BadLine { line: 1, code: "invalid_json".into(), reason: "not valid UTF-8".into() });
+            return Ok(venue);
+        }
+        return Err(e);
+    }
+    let parsed: JsonVenue = match serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+        Ok(v) => v,
+        Err(e) => {
+            venue.bad.push(BadLine { line: e.line(), code: "invalid_json".into(), reason: e.to_string() });
+            return Ok(venue);
+        }
+    };
+    let mut checker = Checker::default();
+    for (i, value) in parsed.seats.into_iter().enumerate() {
+        let bad = |code: &str, reason: String| BadLine { line: i + 1, code: code.to_string(), reason };
+        let seat: JsonSeat = match serde_json::from_value(value) {
+            Ok(s) => s,
+            Err(e) => {
+                venue.bad.push(bad("invalid_line", format!("seats[{i}]: {e}")));
+                continue;
+            }
+        };
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => s.trim().to_string(),
+            other => other.to_string(),
+        };
+        let (row, label, pos, class, price, for_sale) = (
+            text(&seat.row),
+            text(&seat.seat),
+            text(&seat.pos),
+            text(&seat.class),
+            text(&seat.price),
+            text(&seat.for_sale),
+        );
+        match checker.seat(seat.section.trim(), &row, &label, &pos, &class, &price, &for_sale) {
+            Ok(seat) => venue.seats.push(seat),
+            Err((code, reason)) => venue.bad.push(bad(code, reason)),
+        }
+    }
+    venue.event = Some(parsed.event);
+    Ok(venue)
+}
+
+/// Checks each seat, and the seats against each other: one label and one
+/// position per seat of a row.
+#[derive(Default)]
+struct Checker {
+    labels: HashSet<(String, String, String)>,
+    positions: HashMap<(String, String, i32), String>,
+}
+
+impl Checker {
+    #[allow(clippy::too_many_arguments)]
+    fn seat(
+        &mut self,
+        section: &str,
+        row: &str,
+        label: &str,
+        pos: &str,
+        class: &str,
+        price: &str,
+        for_sale: &str,
+    ) -> Result<VenueSeat, (&'static str, String)> {
+        for (name, value) in [("section", section), ("row", row), ("seat", label)] {
+            if value.is_empty() {
+                return Err(("missing_field", format!("{name}: empty")));
+            }
+        }
+        let pos = match pos.parse::<i32>() {
+            Ok(p) if p > 0 => p,
+            _ => return Err(("invalid_position", format!("pos: {pos:?} is not a whole number from 1"))),
+        };
+        let class = match class.parse::<i16>() {
+            Ok(c) if c > 0 => c,
+            _ => {
+                return Err((
+                    "invalid_class",
+                    format!("class: {class:?} is not a whole number from 1 to {}", i16::MAX),
+                ));
+            }
+        };
+        let Some(price_cents) = cents(price) else {
+            return Err(("invalid_price", format!("price: {price:?} is not an amount like 42 or 42.50")));
+        };
+        let for_sale = match for_sale.to_ascii_lowercase().as_str() {
+            "yes" | "y" | "true" | "1" => true,
+            "no" | "n" | "false" | "0" => false,
+            _ => return Err(("invalid_for_sale", format!("for_sale: {for_sale:?} is not yes or no"))),
+        };
+        let key = (section.to_string(), row.to_string(), label.to_string());
+        if self.labels.contains(&key) {
+            return Err(("duplicate_seat", format!("{section}, row {row}: seat {label} is listed twice")));
+        }
+        let place = (section.to_string(), row.to_string(), pos);
+        if let Some(other) = self.positions.get(&place) {
+            return Err((
+                "duplicate_position",
+                format!("{section}, row {row}: seat {label} is at position {pos}, as seat {other} is"),
+            ));
+        }
+        self.labels.insert(key);
+        self.positions.insert(place, label.to_string());
+        Ok(VenueSeat {
+            section: section.to_string(),
+            row_label: row.to_string(),
+            label: label.to_string(),
+            pos,
+            class,
+            price_cents,
+            for_sale,
+        })
+    }
+}
+
+/// "42", "42.5" or "42.50" as cents; None for anything else (negative, more
+/// than two decimals, too large).
+fn cents(price: &str) -> Option<i32> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (units, fraction) = match price.split_once('.') {
+        Some((units, fraction)) if digits(fraction) => (units, fraction),
+        Some(_) => return None,
+        None => (price, ""),
+    };
+    if !digits(units) || fraction.len() > 2 {
+        return None;
+    }
+    let units: i32 = units.parse().ok()?;
+    let fraction: i32 = if fraction.is_empty() { 0 } else { format!("{fraction:0<2}").parse().ok()? };
+    units.checked_mul(100)?.checked_add(fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "section,row,seat,pos,class,price,for_sale\n";
+
+    #[test]
+    fn prices() {
+        assert_eq!(cents("42"), Some(4200));
+        assert_eq!(cents("42.5"), Some(4250));
+        assert_eq!(cents("0.05"), Some(5));
+        for bad in ["", "-1", "4.255", "x", "1.", ".5", "99999999999"] {
+            assert_eq!(cents(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_lines_are_reported_by_number() {
+        let file = format!(
+            "{HEADER}Stalls,A,1,1,1,40.00,yes\nStalls,A,2,2,1,4O.00,yes\nStalls,A,1,3,1,40,yes\nStalls,A,4,1,1,40,yes\n\
+             Stalls,A,5,0,1,40,yes\nStalls,A,6,6,1,40\nStalls,A,7,7,1,40,maybe\n"
+        );
+        let v = parse_csv(file.as_bytes()).expect("parse");
+        let got: Vec<(usize, &str)> = v.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (3, "invalid_price"),
+                (4, "duplicate_seat"),
+                (5, "duplicate_position"),
+                (6, "invalid_position"),
+                (7, "invalid_line"),
+                (8, "invalid_for_sale")
+            ]
+        );
+        assert_eq!(v.seats.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_column_is_reported_on_the_header() {
+        let v = parse_csv("section,row,seat,pos,class,price\nStalls,A,1,1,1,40\n".as_bytes()).expect("parse");
+        assert_eq!(v.bad.len(), 1);
+        assert_eq!((v.bad[0].line, v.bad[0].code.as_str()), (1, "missing_column"));
+    }
+
+    #[test]
+    fn json_carries_the_event() {
+        let v = parse_json(
+            r#"{"name": "Hamlet", "venue": "The Globe", "starts_at": "2030-01-01T19:30:00Z",
+                "seats": [{"section": "Stalls", "row": "A", "seat": 1, "pos": 1, "class": 1, "price": 40},
+                          {"section": "Stalls", "row": "A", "seat": "2", "pos": 2, "class": 1, "price": "40.5",
+                           "for_sale": false}]}"#
+                .as_bytes(),
+        )
+        .expect("parse");
+        assert!(v.bad.is_empty(), "{:?}", v.bad);
+        assert_eq!(v.event.as_ref().map(|e| e.name.as_str()), Some("Hamlet"));
+        assert_eq!(v.seats[1].price_cents, 4050);
+        assert!(!v.seats[1].for_sale);
+    }
+}

@@ -10,6 +10,7 @@
 //! - [`client`]: enqueue (also inside the caller's own transaction:
 //!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
 //!   listening connection), stats, invariant checks;
+//! - [`availability`]: free seats and prices per class, and the seat map, for a storefront;
 //! - [`bulk`]: request files, checked line by line;
 //! - [`sql`]: the statements the client runs.
 //!
@@ -28,14 +29,16 @@
 //! # Ok(()) }
 //! ```
 
+pub mod availability;
 pub mod bulk;
 pub mod client;
 pub mod sql;
 mod waiters;
 
+pub use availability::{ClassAvailability, MapSeat};
 pub use client::{Client, Latency, NewRequest, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
-    SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate,
-    validate,
+    SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request,
+    retry, sqlstate, validate,
 };

@@ -76,12 +76,15 @@ RETURNS TABLE (
     state       seatq.seat_availability
 )
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    -- Each outcome a constant of the type (folded once), not text cast row
+    -- by row: the map is read on every page view.
     SELECT s.seat_no, s.row_no, s.pos, s.class, s.price_cents,
            CASE
-               WHEN seatq.is_free(s.state, s.held_until) THEN 'free'
-               WHEN seatq.is_live(s.state, s.held_until) THEN s.state::text
-               ELSE 'not_for_sale'
-           END::seatq.seat_availability
+               WHEN seatq.is_free(s.state, s.held_until) THEN 'free'::seatq.seat_availability
+               WHEN s.state = 'booked' THEN 'booked'::seatq.seat_availability
+               WHEN seatq.is_live(s.state, s.held_until) THEN 'held'::seatq.seat_availability
+               ELSE 'not_for_sale'::seatq.seat_availability
+           END
     FROM seatq.seats s
     WHERE s.event_id = p_event
     ORDER BY s.seat_no

@@ -6,6 +6,7 @@
 //! prints one table (or JSON). See docs/benchmarks.md.
 
 mod procs;
+mod readers;
 mod report;
 mod run;
 mod scenario;
@@ -60,6 +61,12 @@ struct Args {
     /// a backlog; 0 = off).
     #[arg(long, default_value_t = 0.5)]
     steady_at: f64,
+    /// Also run each scenario and strategy with storefront readers: this many
+    /// page views a second, each the availability and the whole seat map of
+    /// the scenario's first event (the hot venue's 20,000 seats), alternating
+    /// with runs without; the report says what they cost the bookings (0 = off).
+    #[arg(long, default_value_t = 0.0, value_name = "READS_PER_SEC")]
+    readers: f64,
     /// Enqueue at this many requests per second instead of all at once.
     #[arg(long)]
     rate: Option<f64>,
@@ -136,9 +143,12 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         run::prepare(&server, &template, scenario, args.scale, args.flights as usize)
             .await
             .with_context(|| format!("seeding {name}"))?;
+        // With readers, each strategy runs without them and with them, in turn.
+        let with_readers = (args.readers > 0.0).then_some(args.readers);
         let plans: Vec<Plan> = strategies
             .iter()
-            .map(|strategy| Plan {
+            .flat_map(|strategy| [(strategy, None)].into_iter().chain(with_readers.map(|r| (strategy, Some(r)))))
+            .map(|(strategy, readers)| Plan {
                 scenario,
                 strategy: strategy.to_string(),
                 requests: ((args.requests.unwrap_or(d.requests) as f64 * args.scale).round() as usize).max(1),
@@ -150,12 +160,14 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 batch_size: args.batch_size,
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),
+                readers,
                 keep: args.keep,
             })
             .collect();
         let db = |plan: &Plan| {
             let load = if plan.rate.is_some() { "_steady" } else { "" };
-            format!("{template}_{}{load}", plan.strategy.replace('-', "_"))
+            let readers = if plan.readers.is_some() { "_readers" } else { "" };
+            format!("{template}_{}{load}{readers}", plan.strategy.replace('-', "_"))
         };
         let mut kept = Vec::new();
         // Round by round, every strategy once a round: this machine's speed
@@ -176,6 +188,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             let streamed = plan.requests as f64 / measured.requests.max(1) as f64;
             let steady = (args.steady_at > 0.0
                 && plan.rate.is_none()
+                && plan.readers.is_none()
                 && plan.backlog == 0
                 && plan.strategy == Strategy::default().as_str())
             .then_some(measured.requests_per_sec * args.steady_at * streamed);
@@ -212,9 +225,9 @@ async fn run_once(
     log_dir: &std::path::Path,
     args: &Args,
 ) -> anyhow::Result<run::Measured> {
-    let measured = run::run(server, template, db, plan, log_dir).await.with_context(|| {
-        format!("{} / {} ({})", plan.scenario, plan.strategy, plan.rate.map_or("burst".into(), |r| format!("{r}/s")))
-    })?;
+    let measured = run::run(server, template, db, plan, log_dir)
+        .await
+        .with_context(|| format!("{} / {} ({})", plan.scenario, plan.strategy, plan.load()))?;
     if !args.json {
         eprintln!("{}", report::line(&measured));
     }

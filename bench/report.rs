@@ -98,6 +98,26 @@ pub fn table(results: &[Measured]) -> String {
             let runs: Vec<String> = m.runs_requests_per_sec.iter().map(|r| format!("{r:.0}")).collect();
             let _ = write!(out, "; req/s of each run {} (the median run is shown)", runs.join(", "));
         }
+        if let Some(r) = &m.reads {
+            let _ = write!(
+                out,
+                "; readers: {} page views ({:.0}/s), availability p50 {:.1} ms p99 {:.1} ms, \
+                 seat map of {} seats p50 {:.1} ms p99 {:.1} ms",
+                r.reads, r.reads_per_sec, r.summary_p50_ms, r.summary_p99_ms, r.map_seats, r.map_p50_ms, r.map_p99_ms
+            );
+            let alone = results.iter().find(|o| {
+                o.reads.is_none() && o.scenario == m.scenario && o.strategy == m.strategy && m.load.starts_with(&o.load)
+            });
+            if let Some(alone) = alone.filter(|a| a.requests_per_sec > 0.0) {
+                let _ = write!(
+                    out,
+                    "; bookings {:.0} req/s against {:.0} without readers ({:+.1}%)",
+                    m.requests_per_sec,
+                    alone.requests_per_sec,
+                    (m.requests_per_sec / alone.requests_per_sec - 1.0) * 100.0
+                );
+            }
+        }
         for v in &m.violations {
             let _ = write!(out, "\n  VIOLATION {v}");
         }

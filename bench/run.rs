@@ -18,6 +18,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::procs::{self, Launch, Workers};
+use crate::readers::{Readers, Reads};
 use crate::scenario::{self, Scenario};
 
 /// Rows per enqueue statement.
@@ -44,8 +45,23 @@ pub struct Plan {
     /// Requests per second to enqueue at (steady stream); `None`: all at once.
     pub rate: Option<f64>,
     pub timeout: Duration,
+    /// Storefront page views per second of the first event during the run
+    /// (`None`: no readers).
+    pub readers: Option<f64>,
     /// Leave the run's database for inspection instead of dropping it.
     pub keep: bool,
+}
+
+impl Plan {
+    /// "burst", or "N/s" for a steady stream; with " + N reads/s" when
+    /// storefront readers run beside.
+    pub fn load(&self) -> String {
+        let load = self.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s"));
+        match self.readers {
+            Some(r) => format!("{load} + {r:.0} reads/s"),
+            None => load,
+        }
+    }
 }
 
 /// Enqueue-to-outcome latencies of a run, in milliseconds.
@@ -98,6 +114,9 @@ pub struct Measured {
     pub outcomes: BTreeMap<String, i64>,
     /// Checkout: bookings the sweeper expired (abandoned holds).
     pub holds_expired: Option<i64>,
+    /// What the storefront readers measured, when there were any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads: Option<Reads>,
     pub invariants_ok: bool,
     pub violations: Vec<String>,
     /// With `--repeat`, the throughput of every run (this is the median one).
@@ -191,6 +210,10 @@ pub async fn run(
         Scenario::Checkout => Some(Checkout::listen(&pool).await?),
         _ => None,
     };
+    let readers = match (plan.readers, events.first()) {
+        (Some(rate), Some(&event)) => Some(Readers::start(&url, event, rate).await.context("starting the readers")?),
+        _ => None,
+    };
     let started = Instant::now();
     let t0: DateTime<Utc>;
     let feeder = match plan.rate {
@@ -240,6 +263,10 @@ pub async fn run(
         }
     }
     bar.done();
+    let reads = match readers {
+        Some(r) => Some(r.stop().await.context("reading availability")?),
+        None => None,
+    };
     if let Some(f) = feeder {
         f.await.context("enqueuing")??;
     }
@@ -274,7 +301,7 @@ pub async fn run(
     Ok(Measured {
         scenario: plan.scenario.to_string(),
         strategy: plan.strategy.clone(),
-        load: plan.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s")),
+        load: plan.load(),
         workers: plan.workers,
         concurrency: plan.concurrency,
         max_active: plan.max_active,
@@ -299,6 +326,7 @@ pub async fn run(
         worker_peak_mib: peak,
         outcomes: outcomes.into_iter().map(|(kind, outcome, n)| (format!("{kind} {outcome}"), n)).collect(),
         holds_expired,
+        reads,
         invariants_ok: violations.is_empty(),
         violations,
         runs_requests_per_sec: Vec::new(),

@@ -15,14 +15,20 @@ use sqlx::postgres::PgConnection;
 async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
     let bench = env!("CARGO_BIN_EXE_seatq-bench");
     let prefix = format!("seatq_test_{}_bench", std::process::id());
-    let runs = [("all", "skip-locked", None), ("hot", "blocking,nowait,serializable", Some("--keep"))];
-    for (scenario, strategies, keep) in runs {
+    let runs: [(&str, &str, &[&str]); 3] = [
+        ("all", "skip-locked", &[]),
+        ("hot", "blocking,nowait,serializable", &["--keep"]),
+        ("hot", "skip-locked", &["--readers", "50"]),
+    ];
+    for (scenario, strategies, extra) in runs {
+        let keep = extra.contains(&"--keep");
+        let readers = extra.contains(&"--readers");
         let output = Command::new(bench)
             .args(["--database-url", &common::server_url()])
             .args(["--db-prefix", &prefix])
             .args(["--scenario", scenario, "--strategy", strategies])
             .args(["--flights", "10", "--scale", "0.004", "--hold-secs", "1", "--steady-at", "0", "--json"])
-            .args(keep)
+            .args(extra)
             .output()
             .expect("run seatq-bench (build the workspace: cargo test --workspace)");
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -30,6 +36,8 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
         let results: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON results");
         let expected: Vec<(&str, &str)> = match scenario {
             "all" => ["spread", "hot", "checkout", "deep"].map(|s| (s, "skip-locked")).to_vec(),
+            // With readers, each strategy runs without them, then with them.
+            _ if readers => strategies.split(',').flat_map(|s| [("hot", s), ("hot", s)]).collect(),
             _ => strategies.split(',').map(|s| ("hot", s)).collect(),
         };
         let got: Vec<(&str, &str)> = results
@@ -57,7 +65,12 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             if r["scenario"] == "checkout" {
                 assert!(r["holds_expired"].as_i64().is_some(), "{name}: the sweeper's count is missing");
             }
-            if keep.is_some() {
+            if readers && r["load"].as_str().is_some_and(|l| l.contains("reads/s")) {
+                let reads = &r["reads"];
+                assert_eq!(reads["map_seats"], 20_000, "{name}: the whole hot venue: {reads}");
+                assert!(reads["map_p99_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{name}: {reads}");
+            }
+            if keep {
                 assert_kept(&format!("{prefix}_hot_{}", r["strategy"].as_str().unwrap_or_default()), requests).await;
             }
         }

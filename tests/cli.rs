@@ -193,6 +193,27 @@ async fn hold_wait_prints_the_outcome_and_exits_0() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn availability_prints_classes_and_the_seat_map() {
+    let (db, url, ev) = setup(12).await;
+    let held = db.run(seatq::Request::Hold(common::hold(ev.parse().unwrap(), 1, 2, "ann"))).await;
+    assert_eq!(held.status, seatq::Status::Succeeded, "{held:?}");
+
+    let out = seatq_exits(&url, &["availability", "--event", &ev, "--seats"], 0).await;
+    assert!(out.stdout.contains("seat map"), "{out:?}");
+    let marks = out.stdout.lines().filter(|l| l.starts_with("row")).flat_map(str::split_whitespace);
+    assert_eq!(marks.filter(|&m| m == "h").count(), 2, "two seats held: {out:?}");
+    assert!(!out.stdout.contains("ann"), "{out:?}");
+    let doc = seatq_exits(&url, &json(&["availability", "--event", &ev, "--seats"]), 0).await.json();
+    assert_eq!(doc["classes"][0]["held"], 2, "{doc}");
+    assert_eq!(doc["classes"][0]["free"], 10, "{doc}");
+    assert_eq!(doc["seats"].as_array().map(Vec::len), Some(12), "{doc}");
+    assert_eq!(doc["seats"].as_array().unwrap().iter().filter(|s| s["state"] == "held").count(), 2, "{doc}");
+    let none = seatq_exits(&url, &["availability", "--event", "999"], 1).await;
+    assert!(none.stdout.contains("has no seats"), "{none:?}");
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_or_refused_request_exits_1_with_its_code() {
     let (db, url, ev) = setup(4).await;
     let workers = Running::start(&db, 1, Config::default()).await;

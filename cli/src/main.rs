@@ -19,7 +19,7 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// man page).
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 1 refused, failed or dead (the request's outcome is printed), a broken invariant \
-(check), bad lines in a file (enqueue), nothing to retry (retry ID); 2 error (bad arguments, database \
+(check), an event without seats (availability), bad lines in a file (enqueue), nothing to retry (retry ID); 2 error (bad arguments, database \
 unreachable, file unreadable, timed out waiting).
 
 With --json, standard output holds one JSON document: the result, or on an error \
@@ -134,6 +134,15 @@ enum Command {
         /// Give up after this many seconds (exit status 2) [default: wait as long as it takes].
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
+    },
+    /// Free seats and prices of an event, per class (with --seats, the seat map); exits 1 if it has no seats.
+    Availability {
+        /// The event.
+        #[arg(long)]
+        event: i64,
+        /// Also show the seat map, a row a line: free, held, booked or not for sale.
+        #[arg(long)]
+        seats: bool,
     },
     /// Queue depth by status, oldest queued age, seats by state.
     Stats,
@@ -465,6 +474,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Availability { event, seats } => {
+            let client = ctx.connect().await?;
+            let classes = client.availability(event).await?;
+            let map = if seats { client.seat_map(event).await? } else { Vec::new() };
+            if json {
+                let mut doc = serde_json::json!({ "event": event, "classes": classes });
+                if seats {
+                    doc["seats"] = serde_json::to_value(&map)?;
+                }
+                println!("{doc}");
+            } else {
+                print_availability(event, &classes, &map);
+            }
+            if classes.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::Workers => {
             let workers = ctx.connect().await?.workers().await?;
             if json {
@@ -520,6 +546,54 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The classes of an event as a table, then the seat map (if any) a row a
+/// line, one mark per seat.
+fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[seatq::MapSeat]) {
+    use seatq::SeatAvailability as A;
+    if classes.is_empty() {
+        println!("event {event} has no seats");
+        return;
+    }
+    let money = |cents: i32| format!("{}.{:02}", cents / 100, cents % 100);
+    let range = |low: Option<i32>, high: Option<i32>| match (low, high) {
+        (Some(low), Some(high)) => format!("{} - {}", money(low), money(high)),
+        _ => "-".to_string(),
+    };
+    println!(
+        "{:>5} {:>7} {:>7} {:>7} {:>7}  {:<21} {}",
+        "class", "seats", "free", "held", "booked", "free seats' prices", "all prices"
+    );
+    for c in classes {
+        println!(
+            "{:>5} {:>7} {:>7} {:>7} {:>7}  {:<21} {}",
+            c.class,
+            c.seats,
+            c.free,
+            c.held,
+            c.booked,
+            range(c.free_min_cents, c.free_max_cents),
+            range(Some(c.min_cents), Some(c.max_cents))
+        );
+    }
+    if map.is_empty() {
+        return;
+    }
+    println!("\nseat map (. free, h held, B booked, x not for sale):");
+    for row in map.chunk_by(|a, b| a.row == b.row) {
+        let marks: Vec<&str> = row
+            .iter()
+            .map(|s| match s.state {
+                A::Free => ".",
+                A::Held => "h",
+                A::Booked => "B",
+                A::NotForSale => "x",
+            })
+            .collect();
+        let (first, last) = (row[0].seat, row[row.len() - 1].seat);
+        println!("row {:>4}  {}  seats {first}-{last}", row[0].row, marks.join(" "));
+    }
 }
 
 /// Write `bytes` to standard output as they are.

@@ -33,7 +33,9 @@ pub mod sqlstate;
 pub mod validate;
 
 pub use error::{Error, RequestError};
-pub use outcome::{BookingResult, BookingState, ErrorCode, RequestRecord, SeatInfo, SeatState, Status};
+pub use outcome::{
+    BookingResult, BookingState, ErrorCode, RequestRecord, SeatAvailability, SeatInfo, SeatState, Status,
+};
 pub use request::{BookingRef, HoldExtension, Request, SeatRequest};
 
 /// A worker whose last heartbeat is older than this is dead: `seatq workers`

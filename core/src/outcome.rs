@@ -203,6 +203,18 @@ seatq_enum! {
 }
 
 seatq_enum! {
+    /// How a seat shows to a storefront (`seatq.seat_availability`, from
+    /// `seatq.seat_map`): free (available, or its hold lapsed), held (a live
+    /// hold), booked, or not for sale. Never says whose.
+    pub enum SeatAvailability("seat_availability") {
+        Free,
+        Held,
+        Booked,
+        NotForSale,
+    }
+}
+
+seatq_enum! {
     /// Where a request stands (`seatq.request_status`).
     pub enum Status("request_status") {
         /// Waiting for a worker (or for a retry).
@@ -268,6 +280,9 @@ mod tests {
             assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");
         }
         for state in SeatState::VARIANTS {
+            assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");
+        }
+        for state in SeatAvailability::VARIANTS {
             assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");
         }
     }

@@ -12,6 +12,7 @@ use serde_json::Value;
 use sqlx::postgres::{PgExecutor, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
+use crate::availability::{ClassAvailability, MapSeat};
 use crate::outcome::{ErrorCode, RequestRecord};
 use crate::request::Request;
 use crate::retry::Jitter;
@@ -384,6 +385,20 @@ impl Client {
     /// to [`Client::seats_taken`] when the invariants hold.
     pub async fn seats_granted(&self, event: i64) -> Result<i64, Error> {
         Ok(sqlx::query_scalar(sql::stats::SEATS_GRANTED).bind(event).fetch_one(&self.pool).await?)
+    }
+
+    /// Per class of an event: seats, free, held and booked, and the price
+    /// ranges of the free seats and of all. Empty for an event without seats.
+    /// A producer login may call it.
+    pub async fn availability(&self, event: i64) -> Result<Vec<ClassAvailability>, Error> {
+        Ok(sqlx::query_as(sql::availability::AVAILABILITY).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// Every seat of an event, in seat order, free, held, booked or not for
+    /// sale (never whose). Empty for an event without seats. A producer login
+    /// may call it.
+    pub async fn seat_map(&self, event: i64) -> Result<Vec<MapSeat>, Error> {
+        Ok(sqlx::query_as(sql::availability::SEAT_MAP).bind(event).fetch_all(&self.pool).await?)
     }
 
     /// Live workers (heartbeat within [`crate::WORKER_DEAD_AFTER`]).

@@ -10,6 +10,7 @@
 //! - [`client`]: enqueue (also inside the caller's own transaction:
 //!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
 //!   listening connection), stats, invariant checks;
+//! - [`availability`]: free seats and prices per class, and the seat map, for a storefront;
 //! - [`bulk`]: request files, checked line by line;
 //! - [`venue`]: venue files (an event's seat map), checked line by line, to
 //!   import with [`Client::import_event`];
@@ -30,15 +31,17 @@
 //! # Ok(()) }
 //! ```
 
+pub mod availability;
 pub mod bulk;
 pub mod client;
 pub mod sql;
 pub mod venue;
 mod waiters;
 
+pub use availability::{ClassAvailability, MapSeat};
 pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
-    SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request, retry, sqlstate,
-    validate,
+    SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request,
+    retry, sqlstate, validate,
 };

@@ -5,6 +5,7 @@
 //! All statements are static strings with bound parameters: no SQL is ever
 //! built from input.
 
+pub mod availability;
 pub mod inventory;
 pub mod operations;
 pub mod queue;

@@ -1,0 +1,97 @@
+-- Availability: what a storefront shows before anyone books, readable by the
+-- producer role. Per class of an event, how many seats are free and at what
+-- prices (seatq.availability), and the event's seat map, each seat free or
+-- taken (seatq.seat_map). Neither says who holds or booked a seat, nor which
+-- booking it is in.
+--
+-- Passive expiry applies, as everywhere (seatq.is_free, seatq.is_live in
+-- 0003_inventory.sql): a seat whose hold has lapsed is free here, whether or
+-- not the sweeper has released it yet.
+--
+-- Why functions, SECURITY DEFINER: the producer role may not read
+-- seatq.seats (its booking_id would name every booking, and through
+-- seatq.bookings every customer), and a view would not do: a view runs with
+-- its owner's rights but hands its reader whatever columns it has, with no
+-- way to take the event as a parameter that the planner sees. A function that
+-- runs as its owner (the role that applies the migrations) and returns only
+-- the columns below gives the producer exactly this and nothing more. It
+-- names every object with its schema and runs with a fixed search_path, so
+-- a caller's own objects cannot stand in for seatq's (the usual hazard of a
+-- SECURITY DEFINER function).
+--
+-- Both read the event's seats through the primary key (event_id, seat_no):
+-- every seat of the event is counted, so no partial index would save a row.
+-- A plain read takes no row locks: it never waits for a worker, and no worker
+-- waits for it. STABLE: one snapshot, one now(), for the whole answer.
+--
+-- A seat in a state other than available, held or booked (seats set aside,
+-- not for sale) is neither free nor taken: is_free and is_live are both
+-- false for it, so it counts only in `seats` and shows as `not_for_sale` on
+-- the map.
+
+-- How a seat shows on the map: free (available, or its hold lapsed), held
+-- (a live hold), booked, or not for sale.
+CREATE TYPE seatq.seat_availability AS ENUM ('free', 'held', 'booked', 'not_for_sale');
+
+-- Per class of the event: seats in all, how many free, held and booked, the
+-- price range of the free seats (null when none is free) and of all seats.
+-- No rows for an event that does not exist or has no seats.
+CREATE FUNCTION seatq.availability(p_event bigint)
+RETURNS TABLE (
+    class          smallint,
+    seats          bigint,
+    free           bigint,
+    held           bigint,
+    booked         bigint,
+    free_min_cents int,
+    free_max_cents int,
+    min_cents      int,
+    max_cents      int
+)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT s.class,
+           count(*),
+           count(*) FILTER (WHERE seatq.is_free(s.state, s.held_until)),
+           count(*) FILTER (WHERE s.state = 'held' AND seatq.is_live(s.state, s.held_until)),
+           count(*) FILTER (WHERE s.state = 'booked'),
+           min(s.price_cents) FILTER (WHERE seatq.is_free(s.state, s.held_until)),
+           max(s.price_cents) FILTER (WHERE seatq.is_free(s.state, s.held_until)),
+           min(s.price_cents),
+           max(s.price_cents)
+    FROM seatq.seats s
+    WHERE s.event_id = p_event
+    GROUP BY s.class
+    ORDER BY s.class
+$$;
+
+-- Every seat of the event, in seat order: its place, class, price and how it
+-- shows. No rows for an event that does not exist or has no seats.
+CREATE FUNCTION seatq.seat_map(p_event bigint)
+RETURNS TABLE (
+    seat_no     int,
+    row_no      int,
+    pos         int,
+    class       smallint,
+    price_cents int,
+    state       seatq.seat_availability
+)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    -- Each outcome a constant of the type (folded once), not text cast row
+    -- by row: the map is read on every page view.
+    SELECT s.seat_no, s.row_no, s.pos, s.class, s.price_cents,
+           CASE
+               WHEN seatq.is_free(s.state, s.held_until) THEN 'free'::seatq.seat_availability
+               WHEN s.state = 'booked' THEN 'booked'::seatq.seat_availability
+               WHEN seatq.is_live(s.state, s.held_until) THEN 'held'::seatq.seat_availability
+               ELSE 'not_for_sale'::seatq.seat_availability
+           END
+    FROM seatq.seats s
+    WHERE s.event_id = p_event
+    ORDER BY s.seat_no
+$$;
+
+-- Grants (0006_roles.sql revoked everything from PUBLIC before these
+-- existed, so they start with PUBLIC's default EXECUTE, taken back here).
+REVOKE ALL ON FUNCTION seatq.availability(bigint), seatq.seat_map(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION seatq.availability(bigint), seatq.seat_map(bigint)
+TO seatq_producer, seatq_worker, seatq_admin;

@@ -1,0 +1,13 @@
+//! What a storefront reads: free seats and prices per class, and the seat
+//! map, through the functions of `migrations/0007_availability.sql` (which
+//! the producer role may execute; it may not read the seats themselves).
+
+/// Per class of event $1: seats, free, held, booked, and the price ranges.
+pub const AVAILABILITY: &str = "
+SELECT class, seats, free, held, booked, free_min_cents, free_max_cents, min_cents, max_cents
+FROM seatq.availability($1)";
+
+/// Every seat of event $1, in seat order, and how it shows.
+pub const SEAT_MAP: &str = "
+SELECT seat_no, row_no, pos, class, price_cents, state
+FROM seatq.seat_map($1)";

@@ -64,11 +64,14 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     ORDER BY s.class
 $$;
 
--- Every seat of the event, in seat order: its place, class, price and how it
--- shows. No rows for an event that does not exist or has no seats.
+-- Every seat of the event, in seat order: its place (as the venue names it,
+-- and as row and position for drawing), class, price and how it shows. No rows for an event that does not exist or has no seats.
 CREATE FUNCTION seatq.seat_map(p_event bigint)
 RETURNS TABLE (
     seat_no     int,
+    section     text,
+    row_label   text,
+    label       text,
     row_no      int,
     pos         int,
     class       smallint,
@@ -78,7 +81,7 @@ RETURNS TABLE (
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     -- Each outcome a constant of the type (folded once), not text cast row
     -- by row: the map is read on every page view.
-    SELECT s.seat_no, s.row_no, s.pos, s.class, s.price_cents,
+    SELECT s.seat_no, s.section, s.row_label, s.label, s.row_no, s.pos, s.class, s.price_cents,
            CASE
                WHEN seatq.is_free(s.state, s.held_until) THEN 'free'::seatq.seat_availability
                WHEN s.state = 'booked' THEN 'booked'::seatq.seat_availability

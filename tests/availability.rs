@@ -119,7 +119,7 @@ async fn availability_and_the_seat_map_match_the_seats() {
     }
     for (function, columns) in [
         ("availability", "class,seats,free,held,booked,free_min_cents,free_max_cents,min_cents,max_cents"),
-        ("seat_map", "seat_no,row_no,pos,class,price_cents,state"),
+        ("seat_map", "seat_no,section,row_label,label,row_no,pos,class,price_cents,state"),
     ] {
         let names: String = sqlx::query_scalar(
             "SELECT string_agg(a.name, ',' ORDER BY a.ord)

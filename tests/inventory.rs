@@ -85,6 +85,17 @@ async fn the_sample_theatre_sells_by_class_and_by_named_seat() {
 async fn seats_not_for_sale_are_never_allocated() {
     let db = TestDb::new().await;
     let ev = theatre(&db, named("Macbeth")).await;
+    // The storefront's map names every seat as the venue does and shows the
+    // file's eight seats not for sale as such.
+    let map = db.client.seat_map(ev).await.expect("seat map");
+    assert!(map.iter().all(|s| !s.section.is_empty() && !s.row_label.is_empty() && !s.label.is_empty()));
+    let set_aside: Vec<String> = map
+        .iter()
+        .filter(|s| s.state == seatq::SeatAvailability::NotForSale)
+        .map(|s| format!("{} {}{}", s.section, s.row_label, s.label))
+        .collect();
+    assert_eq!(set_aside.len(), 8, "{set_aside:?}");
+    assert!(set_aside.contains(&"Stalls F10".to_string()), "{set_aside:?}");
     // Boxes (class 4): 16 seats, box D's 4 not for sale.
     let done = db.run(Request::Hold(hold(ev, 4, 9, "ann"))).await;
     assert_eq!(done.booking().map(|b| b.seats.len()), Some(9));

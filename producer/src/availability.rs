@@ -32,6 +32,10 @@ pub struct ClassAvailability {
 pub struct MapSeat {
     #[sqlx(rename = "seat_no")]
     pub seat: i32,
+    /// Where the venue says the seat is ("Circle", row "C", seat "14").
+    pub section: String,
+    pub row_label: String,
+    pub label: String,
     #[sqlx(rename = "row_no")]
     pub row: i32,
     pub pos: i32,

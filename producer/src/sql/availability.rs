@@ -9,5 +9,5 @@ FROM seatq.availability($1)";
 
 /// Every seat of event $1, in seat order, and how it shows.
 pub const SEAT_MAP: &str = "
-SELECT seat_no, row_no, pos, class, price_cents, state
+SELECT seat_no, section, row_label, label, row_no, pos, class, price_cents, state
 FROM seatq.seat_map($1)";

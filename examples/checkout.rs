@@ -36,6 +36,12 @@ async fn main() -> anyhow::Result<()> {
     let token = shutdown.clone();
     let running = tokio::spawn(async move { worker.run(token).await });
 
+    // The first screen: what is free, per class, read on every page view.
+    for class in client.availability(event).await? {
+        let from = class.free_min_cents.map_or("-".to_string(), |c| format!("{:.2}", f64::from(c) / 100.0));
+        println!("class {}: {} of {} seats free, from {from}", class.class, class.free, class.seats);
+    }
+
     // 1. Ann holds two seats of class 2, pays, and confirms.
     let order = format!("ex-{}-{event}", std::process::id());
     let held = hold(&client, event, "ann", &format!("{order}-ann"), 600).await?;
@@ -66,7 +72,13 @@ async fn main() -> anyhow::Result<()> {
     if !violations.is_empty() {
         bail!("invariants broken: {violations:?}");
     }
-    println!("invariants hold; seats on the event now: {:?}", client.event_seats(event).await?);
+    let map = client.seat_map(event).await?;
+    let taken: Vec<String> = map
+        .iter()
+        .filter(|s| s.state != seatq::SeatAvailability::Free)
+        .map(|s| format!("{} {}", s.label, s.state))
+        .collect();
+    println!("invariants hold; seats not free now: {}", taken.join(", "));
     Ok(())
 }
 

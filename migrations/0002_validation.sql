@@ -116,10 +116,7 @@ BEGIN
 
     -- hold and extend take hold_seconds; on any other kind it was an unknown field.
     message := seatq.range_error('hold_seconds', (p_payload ->> 'hold_seconds')::numeric, 1, 86400);
-    IF message IS NOT NULL THEN
-        code := 'hold_time_out_of_range';
-        RETURN;
-    END IF;
+    IF message IS NOT NULL THEN code := 'hold_time_out_of_range'; RETURN; END IF;
 
     IF NOT for_booking THEN
         IF p_payload ? 'seats' THEN
@@ -151,10 +148,7 @@ BEGIN
         END IF;
         party := (p_payload ->> 'party')::numeric;
         message := seatq.range_error('party', party, 1, 9);
-        IF message IS NOT NULL THEN
-            code := 'party_out_of_range';
-            RETURN;
-        END IF;
+        IF message IS NOT NULL THEN code := 'party_out_of_range'; RETURN; END IF;
         IF cardinality(seats) = 0 THEN
             IF party IS NULL THEN
                 code := 'missing_field';
@@ -168,10 +162,7 @@ BEGIN
             END IF;
         END IF;
         message := seatq.range_error('class', (p_payload ->> 'class')::numeric, 1, 32767);
-        IF message IS NOT NULL THEN
-            code := 'invalid_request';
-            RETURN;
-        END IF;
+        IF message IS NOT NULL THEN code := 'invalid_request'; RETURN; END IF;
     END IF;
 
     customer := p_payload ->> 'customer';

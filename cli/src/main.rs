@@ -8,7 +8,6 @@ use chrono::{DateTime, Utc};
 use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
 use seatq::client::Retry;
 use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
-use serde_json::Value;
 use tokio::time::Instant;
 
 /// How long one wait for a connection (connecting included) may take before
@@ -753,12 +752,7 @@ async fn enqueue_file(ctx: &Ctx, file: &str, strict: bool) -> anyhow::Result<Exi
         _ => Vec::new(),
     };
     if ctx.json {
-        let bad: Vec<Value> = parsed
-            .bad
-            .iter()
-            .map(|b| serde_json::json!({"line": b.line, "code": b.code, "reason": b.reason}))
-            .collect();
-        println!("{}", serde_json::json!({ "enqueued": ids, "bad_lines": bad }));
+        println!("{}", serde_json::json!({ "enqueued": ids, "bad_lines": parsed.bad }));
     } else if refused {
         println!("enqueued nothing: {} bad lines (--strict)", parsed.bad.len());
     } else {
@@ -821,12 +815,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                     eprintln!("{file}:{}: {}: {}", bad.line, bad.code, bad.reason);
                 }
                 if json {
-                    let bad: Vec<Value> = parsed
-                        .bad
-                        .iter()
-                        .map(|b| serde_json::json!({ "line": b.line, "code": b.code, "reason": b.reason }))
-                        .collect();
-                    println!("{}", serde_json::json!({ "event": null, "bad_lines": bad }));
+                    println!("{}", serde_json::json!({ "event": null, "bad_lines": parsed.bad }));
                 } else {
                     println!("imported nothing: {} bad lines", parsed.bad.len());
                 }

@@ -28,8 +28,9 @@ struct Line {
     run_at: Option<DateTime<Utc>>,
 }
 
-/// A line that cannot be enqueued.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A line that cannot be enqueued (or imported); serialised as
+/// `{"line", "code", "reason"}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BadLine {
     /// 1-based line number.
     pub line: usize,
@@ -72,22 +73,12 @@ impl Parsed {
 /// Parse and validate every line (blank lines are skipped). Only an I/O
 /// error reading the file fails the whole parse; a line that is not valid
 /// UTF-8 is a bad line like any other.
-pub fn parse(mut reader: impl BufRead) -> std::io::Result<Parsed> {
+pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
     let mut parsed = Parsed::default();
-    let mut buf = Vec::new();
-    for n in 1.. {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
+    for numbered in numbered_lines(reader) {
+        let (n, line) = numbered?;
         let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
-        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        if n == 1 {
-            // A byte-order mark, as some editors write.
-            bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
-        }
-        let line = match std::str::from_utf8(bytes) {
+        let line = match line {
             Ok(line) => line,
             Err(e) => {
                 parsed.bad.push(bad("invalid_json", format!("not valid UTF-8: {e}")));
@@ -97,7 +88,7 @@ pub fn parse(mut reader: impl BufRead) -> std::io::Result<Parsed> {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Line>(line) {
+        match serde_json::from_str::<Line>(&line) {
             Err(e) => parsed.bad.push(bad("invalid_json", e.to_string())),
             Ok(l) => match Request::decode(&l.kind, &l.payload)
                 .and_then(|r| l.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key).map(|()| r))
@@ -116,4 +107,28 @@ pub fn parse(mut reader: impl BufRead) -> std::io::Result<Parsed> {
         }
     }
     Ok(parsed)
+}
+
+/// The lines of a file, numbered from 1, each without its line ending (and
+/// the first without a byte-order mark, as some editors write one), or why
+/// it is not UTF-8: what every line-by-line file reader here starts from.
+pub(crate) fn numbered_lines(
+    mut reader: impl BufRead,
+) -> impl Iterator<Item = std::io::Result<(usize, Result<String, std::str::Utf8Error>)>> {
+    let mut buf = Vec::new();
+    let mut n = 0;
+    std::iter::from_fn(move || {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Err(e) => return Some(Err(e)),
+            Ok(0) => return None,
+            Ok(_) => n += 1,
+        }
+        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if n == 1 {
+            bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+        }
+        Some(Ok((n, std::str::from_utf8(bytes).map(str::to_string))))
+    })
 }

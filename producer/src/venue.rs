@@ -96,23 +96,14 @@ struct JsonVenue {
 }
 
 /// Parse a CSV venue file. Only an I/O error fails the whole parse.
-pub fn parse_csv(mut reader: impl BufRead) -> std::io::Result<Venue> {
+pub fn parse_csv(reader: impl BufRead) -> std::io::Result<Venue> {
     let mut venue = Venue::default();
     let mut checker = Checker::default();
     let mut columns: Option<Vec<usize>> = None;
-    let mut buf = Vec::new();
-    for n in 1.. {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
+    for numbered in crate::bulk::numbered_lines(reader) {
+        let (n, line) = numbered?;
         let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
-        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        if n == 1 {
-            bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
-        }
-        let line = match std::str::from_utf8(bytes) {
+        let line = match line {
             Ok(line) => line,
             Err(e) => {
                 venue.bad.push(bad("invalid_line", format!("not valid UTF-8: {e}")));

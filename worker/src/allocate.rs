@@ -230,20 +230,30 @@ async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pr
     };
     match b.state {
         BookingState::Booked => return booking_result(conn, &b, BookingState::Booked).await,
-        BookingState::Cancelled => {
-            return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
-        }
+        BookingState::Cancelled => return Ok(cancelled(&b)),
         BookingState::Held | BookingState::Expired => {}
     }
-    match lock_seats_of(conn, &b, SeatState::Held).await? {
-        None => return Ok(Decision::Contended),
-        Some(n) if n != b.seats.len() => {
-            return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
-        }
-        Some(_) => {}
+    if let Some(ended) = lock_hold(conn, &b).await? {
+        return Ok(ended);
     }
     sqlx::query(bookings::CONFIRM).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
     booking_result(conn, &b, BookingState::Booked).await
+}
+
+/// Lock a hold's seats, for confirm and extend: `Some` ends the request
+/// (another transaction holds a seat, or the hold lapsed), `None` goes on.
+async fn lock_hold(conn: &mut PgConnection, b: &Booking) -> Result<Option<Decision>, ProcessError> {
+    Ok(match lock_seats_of(conn, b, SeatState::Held).await? {
+        None => Some(Decision::Contended),
+        Some(n) if n != b.seats.len() => {
+            Some(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)))
+        }
+        Some(_) => None,
+    })
+}
+
+fn cancelled(b: &Booking) -> Decision {
+    Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id))
 }
 
 async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
@@ -279,17 +289,11 @@ async fn extend(conn: &mut PgConnection, r: &HoldExtension) -> Result<Decision, 
                 format!("booking {} is booked, not held: there is no hold to extend", b.id),
             ));
         }
-        BookingState::Cancelled => {
-            return Ok(Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id)));
-        }
+        BookingState::Cancelled => return Ok(cancelled(&b)),
         BookingState::Held | BookingState::Expired => {}
     }
-    match lock_seats_of(conn, &b, SeatState::Held).await? {
-        None => return Ok(Decision::Contended),
-        Some(n) if n != b.seats.len() => {
-            return Ok(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)));
-        }
-        Some(_) => {}
+    if let Some(ended) = lock_hold(conn, &b).await? {
+        return Ok(ended);
     }
     let (held_until, capped): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(bookings::EXTEND)
         .bind(b.id)

@@ -137,8 +137,7 @@ async fn availability_and_the_seat_map_match_the_seats() {
 
 #[tokio::test]
 async fn a_producer_login_reads_availability_but_not_the_seats() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 30, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 30, 6).await;
     db.run(Request::Hold(hold(ev, 1, 2, "ann"))).await.booking().expect("held");
     db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
 

@@ -9,16 +9,13 @@ use seatq::{BookingRef, BookingState, NewRequest, Request, SeatRequest, Status};
 /// A test database with one event of 60 seats, six to a row: class 1 = seats
 /// 1-19, class 2 = 20-49, class 3 = 50-60; cheapest of class 3 are 56-60.
 async fn flight() -> (TestDb, i64) {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Flight T", 60, 6).await.unwrap();
-    (db, ev)
+    TestDb::with_event("Flight T", 60, 6).await
 }
 
 /// A test database with one event of 300 seats, six to a row, whose class 3
 /// has two price levels.
 async fn big_venue() -> (TestDb, i64) {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Big", 300, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Big", 300, 6).await;
     (db, ev)
 }
 
@@ -99,8 +96,7 @@ async fn together_seats_a_party_side_by_side_or_fails_clearly() {
 
 #[tokio::test]
 async fn sold_out_unless_partial() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Five", 5, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Five", 5, 6).await;
     db.run(Request::Book(hold(ev, 1, 2, "a"))).await;
 
     let r = db.run(Request::Book(hold(ev, 1, 5, "b"))).await;
@@ -223,8 +219,7 @@ async fn a_named_seat_claimed_first_is_not_lost_to_a_later_cheapest_first_reques
 
 #[tokio::test]
 async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Five", 5, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Five", 5, 6).await;
     let booking = db.run(Request::Book(hold(ev, 1, 5, "ann"))).await.booking().unwrap().booking;
     assert_eq!(db.seats_taken(ev).await, 5, "sold out");
 

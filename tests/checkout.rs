@@ -15,9 +15,7 @@ use seatq_worker::sweeper;
 
 /// A test database with one event of 60 seats, six to a row (class 2 = 20-49).
 async fn flight() -> (TestDb, i64) {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Flight C", 60, 6).await.unwrap();
-    (db, ev)
+    TestDb::with_event("Flight C", 60, 6).await
 }
 
 /// Hold `party` seats of class 2 for `customer`, for `secs` seconds; the booking id.

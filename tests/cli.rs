@@ -134,8 +134,7 @@ fn json<'a>(args: &[&'a str]) -> Vec<&'a str> {
 /// A test database with one event "E" of `seats` seats: the database, its
 /// URL and the event's id, as the command line takes them.
 async fn setup(seats: i32) -> (TestDb, String, String) {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", seats, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", seats, 6).await;
     let url = db.url();
     (db, url, ev.to_string())
 }

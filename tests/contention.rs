@@ -12,9 +12,7 @@ use sqlx::{Connection, Transaction};
 
 /// A test database with one event of five seats, all of class 1.
 async fn five_seats() -> (TestDb, i64) {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Five", 5, 6).await.unwrap();
-    (db, ev)
+    TestDb::with_event("Five", 5, 6).await
 }
 
 /// From a connection of its own, open a transaction that locks these seats

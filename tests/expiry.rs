@@ -17,8 +17,7 @@ async fn short_hold(db: &TestDb, event: i64, party: u32) -> i64 {
 
 #[tokio::test]
 async fn a_lapsed_hold_is_free_before_any_sweep() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Two seats", 2, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Two seats", 2, 6).await;
     let booking = short_hold(&db, ev, 2).await;
     let r = db.run(Request::Book(hold(ev, 1, 2, "bob"))).await;
     assert_eq!(code(&r), "sold_out", "the hold is still live");
@@ -36,8 +35,7 @@ async fn a_lapsed_hold_is_free_before_any_sweep() {
 
 #[tokio::test]
 async fn the_sweeper_frees_lapsed_holds() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Four seats", 4, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Four seats", 4, 6).await;
     let lapsing = short_hold(&db, ev, 2).await;
     let live = db.run(Request::Hold(hold(ev, 1, 1, "cat"))).await.booking().unwrap().booking;
     assert_eq!(sweeper::sweep(&db.pool).await.unwrap(), sweeper::Swept::default(), "nothing lapsed yet");
@@ -58,8 +56,7 @@ async fn the_sweeper_frees_lapsed_holds() {
 
 #[tokio::test]
 async fn a_running_worker_sweeps_by_itself() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Three seats", 3, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Three seats", 3, 6).await;
     short_hold(&db, ev, 3).await;
     let config = Config { sweep_interval: Duration::from_millis(100), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;

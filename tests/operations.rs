@@ -53,8 +53,7 @@ async fn workers_register_heartbeat_and_drop_the_dead() {
 
 #[tokio::test]
 async fn dead_requests_can_be_retried() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 60, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
     let mut ids = Vec::new();
     for customer in ["ann", "bob", "cat"] {
         ids.push(db.client.enqueue(Request::Book(hold(ev, 3, 1, customer))).await.unwrap());
@@ -91,8 +90,7 @@ async fn dead_requests_can_be_retried() {
 
 #[tokio::test]
 async fn retention_prunes_old_finished_requests_only() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 60, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
     let ids = db.client.enqueue_many(&bookings(ev, 3, 1, 2500)).await.unwrap();
     db.drain().await;
     // 2,400 finished eight days ago, the rest recently; one more still queued.
@@ -135,8 +133,7 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 
 #[tokio::test]
 async fn the_metrics_endpoint_reports_what_the_worker_did() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 12, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 12, 6).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // One batch loop, and the four requests enqueued in one statement: they
@@ -235,8 +232,7 @@ async fn is_claimed(db: &TestDb, id: i64) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
     unsafe_free_fault_env();
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 250, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 250, 6).await;
     // One batch loop taking one request at a time; fault:slow pauses inside
     // its batch transaction, so the signal arrives while a batch is in hand.
     let args = ["--concurrency", "1", "--batch-size", "1"];
@@ -306,8 +302,7 @@ async fn a_bad_url_or_a_refused_login_fails_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once_and_loses_nothing() {
     unsafe_free_fault_env();
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     // The worker hangs mid-batch, so the first SIGTERM cannot finish.
     let ids = db
         .client
@@ -347,8 +342,7 @@ fn unsafe_free_fault_env() {
 
 #[tokio::test]
 async fn the_claim_stays_an_index_seek_with_a_million_finished_requests() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 250, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 250, 6).await;
     sqlx::query(
         "INSERT INTO seatq.requests (kind, payload, status, result, finished_at)
          SELECT 'book', '{}', 'succeeded', '{}', now() FROM generate_series(1, 1000000)",
@@ -436,8 +430,7 @@ async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() 
     // One 20,000-seat venue and a batch of 100 parties taking 450 of its
     // seats: with the default random_page_cost (4), the planner would read
     // the whole venue to find them; worker sessions set it to 1.1.
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("Venue", 20_000, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("Venue", 20_000, 6).await;
     sqlx::query("VACUUM ANALYZE seatq.seats").execute(&db.pool).await.unwrap();
     let worker = db.worker(Config::default()).await;
     let requests: Vec<i64> = (1..=100).collect();

@@ -14,8 +14,7 @@ async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
     // Fault injection is read once per process; this test binary holds only this test.
     // SAFETY: set before any thread of this test reads the environment.
     unsafe { std::env::set_var("SEATQ_FAULT_INJECTION", "1") };
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 60, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
     let batch: Vec<NewRequest> = ["ann", "fault:panic", "bob", "fault:error", "cat"]
         .into_iter()
         .map(|customer| Request::Book(hold(ev, 3, 1, customer)).into())

@@ -10,8 +10,7 @@ use seatq_worker::Config;
 
 #[tokio::test]
 async fn enqueue_with_the_same_key_returns_the_first_request() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let ann = Request::Book(hold(ev, 1, 2, "ann"));
     let new = NewRequest { idempotency_key: Some("k1".into()), ..ann.clone().into() };
     let first = db.client.enqueue(new.clone()).await.unwrap();
@@ -48,8 +47,7 @@ async fn enqueue_with_the_same_key_returns_the_first_request() {
 
 #[tokio::test]
 async fn running_workers_wake_on_notify_and_wake_the_waiting_client() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     // A poll interval far longer than the wait's timeout: only NOTIFY can
     // get the request processed in time.
     let config = Config { poll_interval: Duration::from_secs(3600), ..Config::default() };
@@ -64,8 +62,7 @@ async fn running_workers_wake_on_notify_and_wake_the_waiting_client() {
 
 #[tokio::test]
 async fn many_concurrent_waits_do_not_exhaust_the_clients_pool() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     // A client with a two-connection pool, and six callers waiting at once.
     let small = sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
@@ -96,8 +93,7 @@ async fn many_concurrent_waits_do_not_exhaust_the_clients_pool() {
 
 #[tokio::test]
 async fn requests_left_over_by_a_full_batch_are_processed_at_once() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 60, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
     // Each named-seat request takes a savepoint of its own, so one batch does
     // at most MAX_SAVEPOINTS of them and leaves the rest queued. With a poll
     // interval far longer than the wait's timeout and no NOTIFY after the

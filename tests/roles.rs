@@ -33,8 +33,7 @@ fn denied(result: Result<sqlx::postgres::PgQueryResult, sqlx::Error>, what: &str
 
 #[tokio::test]
 async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let theirs = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
     db.drain().await;
 
@@ -97,8 +96,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
 
 #[tokio::test]
 async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 100, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 100, 6).await;
     let id = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
     // And enough parties for one class to take the spread path (`seatq.lock_cheapest_spread`, migrations/0004_allocation.sql).
     let party: Vec<seatq::NewRequest> =

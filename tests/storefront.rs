@@ -113,8 +113,7 @@ async fn a_thousand_customers_wait_on_one_listening_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_finishes_though_its_listener_is_killed() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let app = "storefront-kill";
     let client = client_named(&db, app, 2).await;
     let first = client.enqueue(Request::Book(hold(ev, 1, 1, "ann"))).await.unwrap();
@@ -152,8 +151,7 @@ async fn a_wait_finishes_though_its_listener_is_killed() {
 
 #[tokio::test]
 async fn a_finish_nobody_announces_is_found_by_the_poll() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let id = db.client.enqueue(Request::Book(hold(ev, 1, 1, "ann"))).await.unwrap();
     let waits: Vec<_> = (0..3)
         .map(|_| {
@@ -180,8 +178,7 @@ async fn a_finish_nobody_announces_is_found_by_the_poll() {
 
 #[tokio::test]
 async fn a_spurious_notification_does_not_end_a_wait() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let app = "storefront-spurious";
     let client = client_named(&db, app, 2).await;
     let id = client.enqueue(Request::Book(hold(ev, 1, 1, "ann"))).await.unwrap();
@@ -207,8 +204,7 @@ async fn a_spurious_notification_does_not_end_a_wait() {
 
 #[tokio::test]
 async fn wait_all_waits_for_every_request_and_names_one_left() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let ids = db
         .client
         .enqueue_many(&(0..5).map(|n| Request::Book(hold(ev, 1, 1, &format!("c{n}"))).into()).collect::<Vec<_>>())
@@ -232,8 +228,7 @@ async fn wait_all_waits_for_every_request_and_names_one_left() {
 
 #[tokio::test]
 async fn a_request_enqueued_in_the_shops_transaction_commits_with_it() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     sqlx::query("CREATE TABLE public.orders (id bigint PRIMARY KEY, request bigint NOT NULL)")
         .execute(&db.pool)
         .await
@@ -277,8 +272,7 @@ async fn a_request_enqueued_in_the_shops_transaction_commits_with_it() {
 
 #[tokio::test]
 async fn a_request_due_later_waits_for_its_time() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let due = Utc::now() + chrono::Duration::seconds(2);
     let later = NewRequest { run_at: Some(due), ..Request::Book(hold(ev, 1, 1, "ann")).into() };
     let now = Request::Book(hold(ev, 1, 1, "bob")).into();
@@ -317,8 +311,7 @@ async fn a_request_due_later_waits_for_its_time() {
 
 #[tokio::test]
 async fn a_key_reused_for_another_request_is_refused_from_sql() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let enqueue = |kind: &'static str, payload: &'static str| {
         sqlx::query_scalar::<_, i64>("SELECT seatq.enqueue($1, $2::jsonb, 'order-1')")
             .bind(kind)
@@ -359,8 +352,7 @@ async fn a_key_reused_for_another_request_is_refused_from_sql() {
 
 #[tokio::test]
 async fn a_key_reused_for_another_request_is_refused_from_the_client() {
-    let db = TestDb::new().await;
-    let ev = db.client.add_event("E", 20, 6).await.unwrap();
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
     let keyed = |customer: &str, key: &str| NewRequest {
         idempotency_key: Some(key.to_string()),
         ..Request::Book(hold(ev, 1, 1, customer)).into()

@@ -43,6 +43,14 @@ impl TestDb {
         TestDb { name, options, client: Client::from_pool(pool.clone()), pool }
     }
 
+    /// A fresh database with one event of `seats` seats, `per_row` a row
+    /// (laid out as `Client::add_event` does), and that event's id.
+    pub async fn with_event(name: &str, seats: i32, per_row: i32) -> (TestDb, i64) {
+        let db = TestDb::new().await;
+        let ev = db.client.add_event(name, seats, per_row).await.expect("add event");
+        (db, ev)
+    }
+
     /// The URL of this test's database, for worker processes.
     pub fn url(&self) -> String {
         seatq::db::url_for(&server_url(), &self.name).expect("test database URL")

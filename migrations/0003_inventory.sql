@@ -129,6 +129,22 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                 WHEN p_from > now() THEN 'not_on_sale' END
 $$;
 
+-- When an event stops selling: at sales_until, or when closed, whichever
+-- comes first (NULL: no end). No hold outlives it (TAKE_SEATS, EXTEND).
+CREATE FUNCTION seatq.sales_end(p_until timestamptz, p_closed timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least(p_until, p_closed)
+$$;
+
+-- The advisory-lock key of one customer on one event: a batch checking the
+-- customer's seats against the event's per-customer limit takes it (with a
+-- try-lock, never waiting) until it commits, so two batches cannot both
+-- count the same seats as unused.
+CREATE FUNCTION seatq.customer_lock(p_event bigint, p_customer text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT hashtextextended(p_event::text || '/' || p_customer, 0)
+$$;
+
 -- A seat or booking is live when booked, or held and not yet lapsed.
 CREATE FUNCTION seatq.is_live(p_state seatq.seat_state, p_held_until timestamptz) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$

@@ -72,6 +72,8 @@ GRANT EXECUTE ON FUNCTION
     seatq.is_lapsed(seatq.seat_state, timestamptz),
     seatq.is_lapsed(seatq.booking_state, timestamptz),
     seatq.sale_refusal(timestamptz, timestamptz, timestamptz),
+    seatq.sales_end(timestamptz, timestamptz),
+    seatq.customer_lock(bigint, text),
     seatq.lock_cheapest_spread(bigint, smallint, int),
     seatq.check_invariants(boolean)
 TO seatq_worker;

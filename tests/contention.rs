@@ -119,3 +119,35 @@ async fn a_genuinely_short_event_is_sold_out_at_once_or_partial() {
     assert_eq!(db.seats_taken(ev).await, 5);
     db.assert_invariants_and_close().await;
 }
+
+#[tokio::test]
+async fn a_customer_another_batch_is_booking_for_on_a_limited_event_is_contention() {
+    let (db, ev) = five_seats().await;
+    sqlx::query("UPDATE seatq.events SET per_customer = 2 WHERE id = $1").bind(ev).execute(&db.pool).await.unwrap();
+    // Another transaction holds ann's customer lock on the event, as a batch
+    // booking for her does until it commits: her seats cannot be counted yet.
+    let mut conn = PgConnection::connect_with(&db.options).await.unwrap();
+    let mut locker = conn.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(seatq.customer_lock($1, 'ann'))")
+        .bind(ev)
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+
+    let cheapest = db.run(Request::Book(hold(ev, 1, 1, "ann"))).await;
+    assert_requeued_after_contention(&cheapest);
+    let named = db.run(Request::Book(SeatRequest::named(ev, vec![5], "ann"))).await;
+    assert_requeued_after_contention(&named);
+    assert_eq!(db.seats_taken(ev).await, 0, "nothing booked for ann while her seats cannot be counted");
+    let bob = db.run(Request::Book(hold(ev, 1, 1, "bob"))).await;
+    assert_eq!(bob.status, Status::Succeeded, "another customer is not held up: {bob:?}");
+
+    release_and_retry(&db, locker, &cheapest).await;
+    make_due(&db, named.id).await;
+    db.drain().await;
+    let named = db.client.status(named.id).await.unwrap();
+    assert_eq!(seats_of(&named), [5], "{named:?}");
+    assert_eq!(db.seats_taken(ev).await, 3);
+    conn.close().await.unwrap();
+    db.assert_invariants_and_close().await;
+}

@@ -235,3 +235,23 @@ async fn a_hold_never_outlives_the_sales_window() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     db.assert_invariants_and_close().await;
 }
+
+#[tokio::test]
+async fn a_hold_is_not_lengthened_once_its_event_is_closed() {
+    let db = TestDb::new().await;
+    let ev = theatre(&db, named("Closing")).await;
+    let mut r = hold(ev, 3, 2, "ann");
+    r.hold_seconds = Some(60);
+    let done = db.run(Request::Hold(r)).await;
+    let b = done.booking().unwrap_or_else(|| panic!("{done:?}"));
+    let until = b.held_until.expect("held");
+    assert!(db.client.close_event(ev).await.unwrap(), "closed");
+
+    let ext = seatq::HoldExtension { booking: b.booking, customer: "ann".into(), hold_seconds: Some(3600) };
+    let done = db.run(Request::Extend(ext)).await;
+    let e = done.booking().unwrap_or_else(|| panic!("{done:?}"));
+    assert!(e.capped, "{done:?}");
+    assert_eq!(e.held_until, Some(until), "sales have ended: the hold keeps its time, no more");
+    assert_eq!(db.seats_taken(ev).await, 2);
+    db.assert_invariants_and_close().await;
+}

@@ -265,7 +265,7 @@ async fn serve(shared: &Shared) {
 /// the reader's poll; once it is back, everyone is re-read, since
 /// notifications sent meanwhile are lost.
 async fn listen(shared: Arc<Shared>) {
-    let mut delays = Jitter::new(Duration::from_millis(100), Duration::from_secs(5));
+    let mut delays = Jitter::reconnect();
     loop {
         let mut listener = match db::listen(&shared.pool, seatq_core::sql::notify::DONE_CHANNEL).await {
             Ok(listener) => listener,

@@ -67,14 +67,18 @@ async fn take(
     r: &SeatRequest,
     hold_secs: Option<u32>,
 ) -> Result<Decision, ProcessError> {
-    let rules: Option<(Option<String>, Option<i32>, i64)> =
+    let rules: Option<(Option<String>, Option<i32>, bool, i64)> =
         sqlx::query_as(allocation::EVENT_RULES).bind(r.event).bind(&r.customer).fetch_optional(&mut *conn).await?;
-    let Some((refusal, per_customer, used)) = rules else {
+    let Some((refusal, per_customer, customer_locked, used)) = rules else {
         return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
     };
     if let Some(code) = refusal {
         let code: ErrorCode = code.parse().map_err(|_| ProcessError::Internal(format!("unknown refusal {code}")))?;
         return Ok(Decision::Reject(code, cheapest::sales_message(code, r.event)));
+    }
+    if !customer_locked {
+        // Another batch is booking for this customer on this event.
+        return Ok(Decision::Contended);
     }
     let party = r.party_size() as usize;
     if let Some(limit) = per_customer

@@ -178,11 +178,16 @@ pub async fn allocate(
             } else if let Some(code) = group.refusal {
                 decisions[i] = Some(Decision::Reject(code, sales_message(code, group.event)));
                 continue;
+            } else if group.per_customer.is_some() && used.get(&customer) == Some(&None) {
+                // Another batch holds this customer's lock: its bookings
+                // are not counted yet.
+                decisions[i] = Some(Decision::Contended);
+                continue;
             } else if let Some(limit) = group.per_customer
-                && used.get(&customer).copied().unwrap_or(0) + party as i64 > i64::from(limit)
+                && used.get(&customer).copied().flatten().unwrap_or(0) + party as i64 > i64::from(limit)
             {
-                decisions[i] =
-                    Some(limit_exceeded(limit, used.get(&customer).copied().unwrap_or(0), party, group.event));
+                let so_far = used.get(&customer).copied().flatten().unwrap_or(0);
+                decisions[i] = Some(limit_exceeded(limit, so_far, party, group.event));
                 continue;
             } else if left.len() >= party {
                 party
@@ -206,7 +211,7 @@ pub async fn allocate(
             let (mine, rest) = left.split_at(take);
             left = rest;
             if group.per_customer.is_some() {
-                *used.entry(customer).or_default() += take as i64;
+                *used.entry(customer).or_insert(Some(0)).get_or_insert(0) += take as i64;
             }
             let mut seats = mine.to_vec();
             seats.sort_by_key(|s| s.seat);
@@ -253,7 +258,7 @@ async fn customer_seats<'w>(
     conn: &mut PgConnection,
     wanted: &[Wanted<'w>],
     groups: &[Group],
-) -> Result<HashMap<(i64, &'w str), i64>, ProcessError> {
+) -> Result<HashMap<(i64, &'w str), Option<i64>>, ProcessError> {
     let mut pairs: Vec<(i64, &'w str)> = groups
         .iter()
         .filter(|g| g.per_customer.is_some() && g.refusal.is_none())
@@ -264,15 +269,16 @@ async fn customer_seats<'w>(
     if pairs.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<(i64, i64)> = sqlx::query_as(allocation::CUSTOMER_SEATS)
+    let rows: Vec<(i64, bool, i64)> = sqlx::query_as(allocation::CUSTOMER_SEATS)
         .bind(pairs.iter().map(|p| p.0).collect::<Vec<_>>())
         .bind(pairs.iter().map(|p| p.1).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await?;
     rows.into_iter()
-        .map(|(k, used)| {
+        .map(|(k, locked, used)| {
             let pair = usize::try_from(k - 1).ok().and_then(|k| pairs.get(k)).copied();
-            pair.map(|p| (p, used)).ok_or_else(|| ProcessError::Internal(format!("no customer pair {k}")))
+            pair.map(|p| (p, locked.then_some(used)))
+                .ok_or_else(|| ProcessError::Internal(format!("no customer pair {k}")))
         })
         .collect()
 }

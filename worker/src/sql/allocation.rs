@@ -10,20 +10,28 @@
 /// is a limit).
 pub const EVENT_RULES: &str = "
 SELECT seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal, e.per_customer,
+       e.per_customer IS NULL OR pg_try_advisory_xact_lock(seatq.customer_lock(e.id, $2)) AS customer_locked,
        CASE WHEN e.per_customer IS NULL THEN 0 ELSE (
            SELECT coalesce(sum(cardinality(b.seats)), 0) FROM seatq.bookings b
            WHERE b.event_id = e.id AND b.customer = $2 AND seatq.is_live(b.state, b.held_until)) END::bigint AS used
 FROM seatq.events e WHERE e.id = $1";
 
 /// Live seats each customer has on each event: per pair k, customer $2[k]
-/// on event $1[k] (bookings_by_customer). Only asked about events with a
+/// on event $1[k] (bookings_by_customer), and whether this transaction holds
+/// the pair's customer lock (`seatq.customer_lock`, tried, never waited
+/// for): without it another batch may be booking for the same customer, and
+/// the count is not to be trusted. Only asked about events with a
 /// per-customer limit.
 pub const CUSTOMER_SEATS: &str = "
-SELECT k.ord AS idx, coalesce(sum(cardinality(b.seats)), 0)::bigint AS used
-FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(event_id, customer, ord)
+WITH k AS MATERIALIZED (
+    SELECT event_id, customer, ord, pg_try_advisory_xact_lock(seatq.customer_lock(event_id, customer)) AS locked
+    FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(event_id, customer, ord)
+)
+SELECT k.ord AS idx, k.locked, coalesce(sum(cardinality(b.seats)), 0)::bigint AS used
+FROM k
 LEFT JOIN seatq.bookings b
     ON b.event_id = k.event_id AND b.customer = k.customer AND seatq.is_live(b.state, b.held_until)
-GROUP BY k.ord
+GROUP BY k.ord, k.locked
 ORDER BY k.ord";
 
 /// Lock the cheapest free seats for many requests at once, one group per
@@ -159,7 +167,7 @@ FOR UPDATE SKIP LOCKED";
 /// requests in one statement. Per booking: request id, event, customer, state
 /// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
 /// request id, seat number. A hold never outlives its event's sales: it is
-/// cut to `sales_until` (a primary-key seek per hold, not a join: a join
+/// cut to the end of its sales, `seatq.sales_end` (a primary-key seek per hold, not a join: a join
 /// lets the planner scan every event). Returns, per booking, its request, id, expiry and
 /// how many seats changed.
 pub const TAKE_SEATS: &str = "
@@ -173,7 +181,7 @@ WITH b AS (
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
                 THEN least(now() + b.hold_secs * interval '1 second',
-                           (SELECT e.sales_until FROM seatq.events e WHERE e.id = b.event_id)) END,
+                           (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g

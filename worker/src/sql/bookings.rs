@@ -52,12 +52,14 @@ WHERE id = $1";
 /// `created_at` when the hold was made, so extending again and again never
 /// keeps seats past that; and never earlier than it already was (`greatest`
 /// with the current `held_until`), so an extension never shortens a hold.
-/// Nor past the event's `sales_until`: the limit is whichever comes first.
+/// Nor past the end of the event's sales (`seatq.sales_end`: `sales_until`,
+/// or its closing): the limit is whichever comes first.
 pub const EXTEND: &str = "
 WITH target AS (
     SELECT greatest(held_until, least(now() + make_interval(secs => $4), limit_at)) AS until,
            now() + make_interval(secs => $4) > limit_at AS capped
-    FROM (SELECT b.held_until, least(b.created_at + make_interval(secs => $5), e.sales_until) AS limit_at
+    FROM (SELECT b.held_until,
+                 least(b.created_at + make_interval(secs => $5), seatq.sales_end(e.sales_until, e.closed_at)) AS limit_at
           FROM seatq.bookings b LEFT JOIN seatq.events e ON e.id = b.event_id WHERE b.id = $1) b
 ), seats AS (
     UPDATE seatq.seats SET held_until = target.until

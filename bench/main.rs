@@ -34,7 +34,8 @@ struct Args {
     /// dropped afterwards.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
-    /// Scenarios: spread, hot, checkout, deep (comma-separated), or all.
+    /// Scenarios: spread, hot, checkout, deep, on-sale (comma-separated), or
+    /// all.
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Strategies (comma-separated), or all.
@@ -138,7 +139,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     for name in &scenarios {
         let scenario: Scenario = name.parse().map_err(anyhow::Error::msg)?;
         let d = scenario.defaults();
-        let template = format!("{}_{scenario}", args.db_prefix);
+        let template = format!("{}_{}", args.db_prefix, scenario.name().replace('-', "_"));
         eprintln!("{scenario}: seeding {template}");
         run::prepare(&server, &template, scenario, args.scale, args.flights as usize)
             .await

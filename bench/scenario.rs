@@ -12,6 +12,13 @@ pub const FLIGHTS: usize = 3_000;
 const FLIGHT_SEATS: i32 = 250;
 /// The hot venue.
 const VENUE_SEATS: i32 = 20_000;
+/// The on-sale: small events, far more demand than seats.
+const ONSALE_EVENTS: usize = 20;
+const ONSALE_SEATS: i32 = 200;
+/// Of the on-sale's events, the first ones get requests for named seats,
+/// all in their front rows, so that they collide.
+const ONSALE_NAMED_EVENTS: usize = 3;
+const ONSALE_NAMED_FROM: i32 = 36;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
@@ -24,9 +31,16 @@ pub enum Scenario {
     /// Spread, with a million finished and 100,000 queued requests already
     /// in the table.
     Deep,
+    /// The mix of a real on-sale: 20 events of 200 seats and 100 times
+    /// more requests than seats would sell out several times over; holds
+    /// and books, named seats colliding on three events, `together` and
+    /// `partial` parties. Most requests end refused (`sold_out`,
+    /// `seats_taken`, `no_adjacent_seats`), which must cost no more than a
+    /// booking.
+    OnSale,
 }
 
-pub const ALL: [Scenario; 4] = [Scenario::Spread, Scenario::Hot, Scenario::Checkout, Scenario::Deep];
+pub const ALL: [Scenario; 5] = [Scenario::Spread, Scenario::Hot, Scenario::Checkout, Scenario::Deep, Scenario::OnSale];
 
 /// How a scenario runs unless the command line says otherwise.
 pub struct Defaults {
@@ -45,6 +59,7 @@ impl Scenario {
             Scenario::Hot => "hot",
             Scenario::Checkout => "checkout",
             Scenario::Deep => "deep",
+            Scenario::OnSale => "on-sale",
         }
     }
 
@@ -55,6 +70,7 @@ impl Scenario {
             // for 20,000 seats; 32 batch loops fight over it.
             Scenario::Hot => Defaults { requests: 5_000, workers: 1, concurrency: 32 },
             Scenario::Checkout => Defaults { requests: 40_000, workers: 1, concurrency: 4 },
+            Scenario::OnSale => Defaults { requests: 20_000, workers: 1, concurrency: 4 },
         }
     }
 
@@ -63,6 +79,7 @@ impl Scenario {
     pub fn inventory(self, flights: usize) -> (Vec<String>, i32) {
         match self {
             Scenario::Hot => (vec!["Hot venue".to_string()], VENUE_SEATS),
+            Scenario::OnSale => ((1..=ONSALE_EVENTS).map(|n| format!("On-sale {n}")).collect(), ONSALE_SEATS),
             _ => ((1..=flights.max(1)).map(|n| format!("Flight {n}")).collect(), FLIGHT_SEATS),
         }
     }
@@ -92,13 +109,36 @@ impl Scenario {
                 };
                 ("book", json!({"event": events[0], "class": class, "party": rng.u32(1..=8), "customer": customer}))
             }
+            Scenario::OnSale => {
+                let at = rng.usize(..events.len());
+                let mut p = json!({"event": events[at], "customer": customer});
+                if at < ONSALE_NAMED_EVENTS && rng.bool() {
+                    let first = rng.i32(1..=ONSALE_NAMED_FROM);
+                    p["seats"] = json!((first..first + rng.i32(1..=4)).collect::<Vec<_>>());
+                } else {
+                    p["class"] = json!(class_of(rng));
+                    match rng.u32(0..20) {
+                        0..=4 => {
+                            p["party"] = json!(rng.u32(2..=6));
+                            p["together"] = json!(true);
+                        }
+                        5..=7 => {
+                            p["party"] = json!(rng.u32(2..=6));
+                            p["partial"] = json!(true);
+                        }
+                        _ => p["party"] = json!(rng.u32(1..=4)),
+                    }
+                }
+                if rng.bool() {
+                    p["hold_seconds"] = json!(hold_secs);
+                    ("hold", p)
+                } else {
+                    ("book", p)
+                }
+            }
             Scenario::Spread | Scenario::Deep | Scenario::Checkout => {
                 let event = events[rng.usize(..events.len())];
-                let class = match rng.u32(0..10) {
-                    0 => 1,
-                    1 | 2 => 2,
-                    _ => 3,
-                };
+                let class = class_of(rng);
                 let party = rng.u32(1..=4);
                 if self == Scenario::Checkout {
                     let p = json!({"event": event, "class": class, "party": party, "customer": customer,
@@ -123,7 +163,17 @@ impl FromStr for Scenario {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         ALL.into_iter()
             .find(|sc| sc.name() == s)
-            .ok_or_else(|| format!("unknown scenario {s:?}: expected spread, hot, checkout, deep or all"))
+            .ok_or_else(|| format!("unknown scenario {s:?}: expected spread, hot, checkout, deep, on-sale or all"))
+    }
+}
+
+/// A class in proportion to the seats of the classic layout: 1 in 10
+/// requests for class 1, 2 in 10 for class 2, the rest class 3.
+fn class_of(rng: &mut fastrand::Rng) -> i16 {
+    match rng.u32(0..10) {
+        0 => 1,
+        1 | 2 => 2,
+        _ => 3,
     }
 }
 

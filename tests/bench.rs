@@ -35,7 +35,7 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
         assert!(output.status.success(), "seatq-bench {scenario} {strategies} failed: {stderr}");
         let results: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON results");
         let expected: Vec<(&str, &str)> = match scenario {
-            "all" => ["spread", "hot", "checkout", "deep"].map(|s| (s, "skip-locked")).to_vec(),
+            "all" => ["spread", "hot", "checkout", "deep", "on-sale"].map(|s| (s, "skip-locked")).to_vec(),
             // With readers, each strategy runs without them, then with them.
             _ if readers => strategies.split(',').flat_map(|s| [("hot", s), ("hot", s)]).collect(),
             _ => strategies.split(',').map(|s| ("hot", s)).collect(),

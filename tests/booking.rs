@@ -218,6 +218,46 @@ async fn a_named_seat_claimed_first_is_not_lost_to_a_later_cheapest_first_reques
 }
 
 #[tokio::test]
+async fn one_batch_of_named_side_by_side_and_cheapest_requests_grants_each_seat_once_in_claim_order() {
+    use seatq_worker::batch::{self, Claim};
+    // Two rows of six, all class 1: seats 1-9 dearer, 10-12 cheaper.
+    let (db, ev) = TestDb::with_event("Twelve", 12, 6).await;
+    let side_by_side = |party, customer| {
+        let mut r = hold(ev, 1, party, customer);
+        r.together = true;
+        Request::Book(r)
+    };
+    let requests: Vec<NewRequest> = vec![
+        Request::Book(SeatRequest::named(ev, vec![7, 8], "ann")).into(),
+        // Seat 8 is ann's, claimed earlier in the same batch.
+        Request::Book(SeatRequest::named(ev, vec![8, 9], "bob")).into(),
+        // The cheapest block (10-12), then the cheapest left in row 1.
+        side_by_side(3, "cat").into(),
+        side_by_side(3, "dan").into(),
+        // Four side by side: none left once cat and dan have theirs.
+        side_by_side(4, "eve").into(),
+        // The cheapest seats left: 10-12 and 1-3 are cat's and dan's.
+        Request::Book(hold(ev, 1, 2, "fay")).into(),
+    ];
+    let ids = db.client.enqueue_many(&requests).await.unwrap();
+
+    let metrics = seatq_worker::metrics::Metrics::default();
+    let strategy = seatq_worker::Strategy::SkipLocked;
+    let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
+    assert_eq!((report.claimed, report.finished), (ids.len(), ids.len()), "one batch decides them all: {report:?}");
+    let r = db.records(&ids).await;
+    assert_eq!(seats_of(&r[0]), [7, 8], "{:?}", r[0]);
+    assert_eq!((code(&r[1]), r[1].error_message.as_deref()), ("seats_taken", Some("seat(s) 8 are taken")));
+    assert_eq!(seats_of(&r[2]), [10, 11, 12], "{:?}", r[2]);
+    assert_eq!(seats_of(&r[3]), [1, 2, 3], "{:?}", r[3]);
+    assert_eq!(code(&r[4]), "no_adjacent_seats", "{:?}", r[4]);
+    assert_eq!(seats_of(&r[5]), [4, 5], "{:?}", r[5]);
+    assert_eq!(db.seats_taken(ev).await, 10);
+    assert_eq!(db.seat_states(ev, [6, 9]).await, ["available", "available"]);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
 async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
     let (db, ev) = TestDb::with_event("Five", 5, 6).await;
     let booking = db.run(Request::Book(hold(ev, 1, 5, "ann"))).await.booking().unwrap().booking;
@@ -239,26 +279,37 @@ async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
 async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_queued() {
     use seatq_worker::batch::{self, Claim, MAX_SAVEPOINTS};
     let (db, ev) = flight().await;
-    // One named request more than a batch processes one at a time, then a
-    // cheapest-first one: the last two claimed must be the two left over.
-    let mut requests: Vec<NewRequest> = (1..=MAX_SAVEPOINTS as i32 + 1)
-        .map(|seat| Request::Book(SeatRequest::named(ev, vec![seat], format!("c{seat}"))).into())
-        .collect();
+    // Two confirms more than a batch processes one at a time (one savepoint
+    // is kept for its holds and bookings), then a booking, taken with the
+    // rest of the batch's holds and bookings: the last two confirms claimed
+    // must be the two left over.
+    let n = MAX_SAVEPOINTS + 1;
+    let holds: Vec<NewRequest> =
+        (1..=n as i32).map(|s| Request::Hold(SeatRequest::named(ev, vec![s], format!("c{s}"))).into()).collect();
+    let held = db.client.enqueue_many(&holds).await.unwrap();
+    db.drain().await;
+    let mut requests: Vec<NewRequest> = Vec::new();
+    for (k, id) in held.iter().enumerate() {
+        let booking = db.client.status(*id).await.unwrap().booking().expect("held").booking;
+        requests.push(Request::Confirm(BookingRef { booking, customer: format!("c{}", k + 1) }).into());
+    }
     requests.push(Request::Book(hold(ev, 3, 1, "last")).into());
     let ids = db.client.enqueue_many(&requests).await.unwrap();
 
     let metrics = seatq_worker::metrics::Metrics::default();
     let strategy = seatq_worker::Strategy::SkipLocked;
     let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
-    assert_eq!((report.claimed, report.finished), (ids.len(), MAX_SAVEPOINTS));
+    assert_eq!((report.claimed, report.finished, report.left_over), (ids.len(), MAX_SAVEPOINTS, 2));
     let statuses: Vec<Status> = db.records(&ids).await.iter().map(|r| r.status).collect();
-    let (done, left) = statuses.split_at(MAX_SAVEPOINTS);
+    let (confirms, book) = statuses.split_at(n);
+    let (done, left) = confirms.split_at(n - 2);
     assert!(done.iter().all(|s| *s == Status::Succeeded), "{statuses:?}");
     assert_eq!(left, [Status::Queued, Status::Queued], "only the latest claimed wait for the next batch");
+    assert_eq!(book, [Status::Succeeded], "the booking is taken with the batch");
 
     db.drain().await;
     db.assert_all_succeeded(&ids).await;
-    assert_eq!(db.seats_taken(ev).await, ids.len() as i64);
+    assert_eq!(db.seats_taken(ev).await, n as i64 + 1);
     db.assert_invariants_and_close().await;
 }
 

@@ -95,6 +95,36 @@ async fn a_named_seat_locked_by_another_transaction_is_contention_not_seats_take
 }
 
 #[tokio::test]
+async fn a_side_by_side_party_whose_best_block_is_held_elsewhere_takes_the_next_or_waits() {
+    // Two rows of six, all class 1: seats 10-12 (row 2) are the cheapest.
+    let (db, ev) = TestDb::with_event("Twelve", 12, 6).await;
+    let side_by_side = |event, party, customer| {
+        let mut r = hold(event, 1, party, customer);
+        r.together = true;
+        Request::Book(r)
+    };
+    let mut conn = PgConnection::connect_with(&db.options).await.unwrap();
+    // The cheapest block, 10-12, is partly held: the next best is 8-10.
+    let locker = lock_seats(&mut conn, ev, &[11]).await;
+    let r = db.run(side_by_side(ev, 3, "ann")).await;
+    assert_eq!(seats_of(&r), [8, 9, 10], "{r:?}");
+    locker.rollback().await.unwrap();
+
+    // One row of six: every block of four has seat 3 or 4. With both held
+    // elsewhere, the party waits, never refused.
+    let row = db.client.add_event("Six", 6, 6).await.unwrap();
+    let locker = lock_seats(&mut conn, row, &[3, 4]).await;
+    let r = db.run(side_by_side(row, 4, "bob")).await;
+    assert_requeued_after_contention(&r);
+    assert_eq!(db.seats_taken(row).await, 0, "nothing taken while contended");
+    let done = release_and_retry(&db, locker, &r).await;
+    assert_eq!(seats_of(&done), [1, 2, 3, 4]);
+    assert_eq!(db.seats_taken(row).await, 4);
+    conn.close().await.unwrap();
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
 async fn a_genuinely_short_event_is_sold_out_at_once_or_partial() {
     let (db, ev) = five_seats().await;
     assert_eq!(seats_of(&db.run(Request::Book(hold(ev, 1, 3, "ann"))).await).len(), 3);

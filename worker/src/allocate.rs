@@ -1,28 +1,20 @@
-//! Processing one request under its own savepoint: named seats (all of them
-//! or `seats_taken`), adjacent seats, and owner-checked confirm, cancel and
-//! extend.
-//! Cheapest-first holds and bookings are allocated a batch at a time by
-//! [`crate::cheapest`], and come here only when a batch falls back to one
-//! request at a time. Every lock is taken with SKIP LOCKED or NOWAIT: a
-//! worker never waits on a row lock.
+//! Processing one request under its own savepoint: owner-checked confirm,
+//! cancel and extend. Holds and bookings are allocated a batch at a time by
+//! [`crate::take`], and come here only when a batch falls back to one
+//! request at a time (or carries an injected fault). Every lock is taken
+//! with SKIP LOCKED or NOWAIT: a worker never waits on a row lock.
 
-use crate::sql::{allocation, bookings};
+use crate::sql::bookings;
 use seatq_core::limits::MAX_HOLD_SECONDS;
-use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatInfo, SeatState};
-use seatq_core::request::{BookingRef, HoldExtension, Request, SeatRequest};
+use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatState};
+use seatq_core::request::{BookingRef, HoldExtension, Request};
 use seatq_core::sqlstate::is_lock_unavailable;
-use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
-use crate::cheapest::{self, Wanted};
 use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
-use crate::grant::{Grant, take_seats};
-
-/// How many adjacent blocks a `together` request tries to lock before it
-/// counts as contended.
-const BLOCKS_TRIED: i64 = 16;
+use crate::take::{self, Wanted};
 
 /// Process one decoded request. `request_id` is recorded on a new booking.
 pub async fn process(
@@ -42,132 +34,15 @@ pub async fn process(
         None => {}
     }
     if let Some(wanted) = Wanted::of(request_id, request) {
-        let mut decisions = cheapest::allocate(conn, &[wanted], strategy).await?;
+        let mut decisions = take::allocate(conn, &[wanted], strategy).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {
-        Request::Hold(r) => take(conn, request_id, r, Some(r.hold_secs())).await,
-        Request::Book(r) => take(conn, request_id, r, None).await,
+        Request::Hold(_) | Request::Book(_) => Err(ProcessError::Internal("a hold or book took no seats".into())),
         Request::Confirm(r) => confirm(conn, r).await,
         Request::Cancel(r) => cancel(conn, r).await,
         Request::Extend(r) => extend(conn, r).await,
     }
-}
-
-/// The seats a request managed to lock, or why it got none.
-enum Locked {
-    Seats(Vec<SeatInfo>),
-    No(Decision),
-}
-
-/// Named or adjacent seats: hold (`hold_secs` set) or book them.
-async fn take(
-    conn: &mut PgConnection,
-    request_id: i64,
-    r: &SeatRequest,
-    hold_secs: Option<u32>,
-) -> Result<Decision, ProcessError> {
-    let rules: Option<(Option<String>, Option<i32>, bool, i64)> =
-        sqlx::query_as(allocation::EVENT_RULES).bind(r.event).bind(&r.customer).fetch_optional(&mut *conn).await?;
-    let Some((refusal, per_customer, customer_locked, used)) = rules else {
-        return Ok(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
-    };
-    if let Some(code) = refusal {
-        let code: ErrorCode = code.parse().map_err(|_| ProcessError::Internal(format!("unknown refusal {code}")))?;
-        return Ok(Decision::Reject(code, cheapest::sales_message(code, r.event)));
-    }
-    if !customer_locked {
-        // Another batch is booking for this customer on this event.
-        return Ok(Decision::Contended);
-    }
-    let party = r.party_size() as usize;
-    if let Some(limit) = per_customer
-        && used + party as i64 > i64::from(limit)
-    {
-        return Ok(cheapest::limit_exceeded(limit, used, party, r.event));
-    }
-    let locked = if r.together { lock_together(conn, r).await? } else { lock_named(conn, r).await? };
-    let mut seats = match locked {
-        Locked::Seats(seats) => seats,
-        Locked::No(decision) => return Ok(decision),
-    };
-    seats.sort_by_key(|s| s.seat);
-    let grant = Grant { request_id, request: r, hold_secs, seats };
-    let mut bookings = take_seats(conn, std::slice::from_ref(&grant)).await?;
-    bookings.pop().map(Decision::Done).ok_or_else(|| ProcessError::Internal("no booking was made".into()))
-}
-
-/// Named seats: all of them, or `seats_taken`. Locked with NOWAIT: a seat
-/// that an in-flight transaction holds is contention (it may be given back),
-/// retried with backoff; `seats_taken` is answered from committed state.
-async fn lock_named(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
-    let named = sqlx::query_as::<_, NamedSeat>(allocation::LOCK_NAMED).bind(r.event).bind(&r.seats);
-    let rows = match named.fetch_all(&mut *conn).await {
-        Ok(rows) => rows,
-        Err(e) if is_lock_unavailable(&e) => return Ok(Locked::No(Decision::Contended)),
-        Err(e) => return Err(e.into()),
-    };
-    let blocked: Vec<i32> = rows.iter().filter(|r| r.blocked).map(|r| r.seat.seat).collect();
-    let taken: Vec<i32> = rows.iter().filter(|r| !r.free).map(|r| r.seat.seat).collect();
-    let seats: Vec<SeatInfo> = rows.into_iter().map(|r| r.seat).collect();
-    let unknown: Vec<i32> = r.seats.iter().copied().filter(|n| !seats.iter().any(|s| s.seat == *n)).collect();
-    if !unknown.is_empty() {
-        return Ok(Locked::No(Decision::Reject(
-            ErrorCode::UnknownSeat,
-            format!("event {} has no seat(s) {}", r.event, list(&unknown)),
-        )));
-    }
-    if !blocked.is_empty() {
-        return Ok(Locked::No(Decision::Reject(
-            ErrorCode::SeatNotForSale,
-            format!("seat(s) {} of event {} are not for sale", list(&blocked), r.event),
-        )));
-    }
-    if !taken.is_empty() {
-        return Ok(Locked::No(Decision::Reject(ErrorCode::SeatsTaken, format!("seat(s) {} are taken", list(&taken)))));
-    }
-    Ok(Locked::Seats(seats))
-}
-
-/// Adjacent seats in one row: find blocks by committed state, then lock one
-/// block whole, giving back a partly locked block before trying the next.
-async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locked, ProcessError> {
-    let party = r.party_size() as i32;
-    let class = r.class.unwrap_or_default();
-    let blocks: Vec<Vec<i32>> = sqlx::query_scalar(allocation::ADJACENT_BLOCKS)
-        .bind(r.event)
-        .bind(class)
-        .bind(party)
-        .bind(BLOCKS_TRIED)
-        .fetch_all(&mut *conn)
-        .await?;
-    if blocks.is_empty() {
-        return Ok(Locked::No(Decision::Reject(
-            ErrorCode::NoAdjacentSeats,
-            format!("no row of event {} has {party} adjacent free seats of class {class}", r.event),
-        )));
-    }
-    for block in blocks {
-        let mut savepoint = conn.begin().await?;
-        let seats: Vec<SeatInfo> =
-            sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(r.event).bind(&block).fetch_all(&mut *savepoint).await?;
-        if seats.len() == block.len() {
-            savepoint.commit().await?;
-            return Ok(Locked::Seats(seats));
-        }
-        savepoint.rollback().await?;
-    }
-    Ok(Locked::No(Decision::Contended))
-}
-
-/// A named seat, locked, and whether it is free by committed state.
-#[derive(sqlx::FromRow)]
-struct NamedSeat {
-    #[sqlx(flatten)]
-    seat: SeatInfo,
-    /// Not for sale.
-    blocked: bool,
-    free: bool,
 }
 
 /// Loaded and locked booking row.
@@ -328,8 +203,4 @@ async fn result_of(conn: &mut PgConnection, b: &Booking, state: BookingState) ->
         held_until: None,
         capped: false,
     })
-}
-
-fn list(seats: &[i32]) -> String {
-    seats.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
 }

@@ -1,7 +1,7 @@
-//! One batch: claim up to B requests, process them in claim order (each run
-//! of consecutive cheapest-first ones together under one savepoint, the rest
-//! one per savepoint; a batch that is a single such run needs none), record
-//! every outcome, commit once. Seat changes and outcomes commit together, so
+//! One batch: claim up to B requests, process them (confirms, cancels and
+//! extends one per savepoint, then every hold and book together under one;
+//! a batch of holds and bookings alone needs none), record every outcome,
+//! commit once. Seat changes and outcomes commit together, so
 //! a crash leaves neither; the claim is the row lock, so a dead worker's
 //! requests are free again the moment its connection goes.
 
@@ -20,16 +20,16 @@ use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
 use crate::allocate;
-use crate::cheapest::{self, Wanted};
 use crate::decision::{Decision, ProcessError};
 use crate::fault;
 use crate::metrics::Metrics;
 use crate::record::Outcome;
+use crate::take::{self, Wanted};
 use crate::wake::Wake;
 use seatq_core::retry::Jitter;
 
-/// Most savepoints a batch takes: one per request processed alone, one per
-/// run of cheapest-first requests. A savepoint may use two subtransaction
+/// Most savepoints a batch takes: one per request processed alone, one for
+/// its holds and bookings. A savepoint may use two subtransaction
 /// ids, and past 64 in one transaction PostgreSQL's per-backend
 /// subtransaction cache overflows, which slows every snapshot on the server.
 /// The requests claimed after the last one processed wait for the next batch.
@@ -137,55 +137,42 @@ pub async fn run(
             Err(e) => outcomes.push(Outcome::failed(row.id, e.code, e.message, retries_of(&claim, row.id))),
         }
     }
-    // In claim order: each run of consecutive cheapest-first holds and
-    // bookings at once, under one savepoint; every other request alone, under
-    // its own. So a request sees the seats an earlier cancel gave back, and
-    // never loses seats to a later one, but for a party that is contended:
-    // while it waits, later parties may take the seats it could not use.
+    // Confirms, cancels and extends one at a time, in claim order, each
+    // under its own savepoint; then every hold and book of the batch at once,
+    // set-based, under one (`take`), so that they find the seats a cancel
+    // gave back. A request carrying an injected fault is processed alone, so
+    // that it fires where a single request would.
     //
-    // A batch that is one such run (the common case) takes no savepoint, two
-    // round trips fewer, where the strategy never fails on contention: if its
-    // allocation fails, the batch fails and rolls back, as one whose
-    // connection broke would, and the loop claims one request at a time for a
-    // while, which finds the request that broke it (see `Worker`).
-    let alone = !strategy.fails_on_contention() && !decoded.is_empty() && decoded.iter().all(is_cheap);
+    // A batch of holds and bookings alone (the common case) takes no
+    // savepoint, two round trips fewer, where the strategy never fails on
+    // contention: if its allocation fails, the batch fails and rolls back, as
+    // one whose connection broke would, and the loop claims one request at a
+    // time for a while, which finds the request that broke it (see `Worker`).
+    let (takers, singles): (Vec<_>, Vec<_>) = decoded.iter().partition(|d| is_taker(d));
+    let whole = singles.is_empty() && !strategy.fails_on_contention();
+    // One savepoint is kept for the holds and bookings.
+    let reserved = usize::from(!takers.is_empty() && !whole);
     let mut savepoints = 0;
-    let mut rest = decoded.as_slice();
-    'runs: while let Some(first) = rest.first() {
-        let cheap = is_cheap(first);
-        let (run, after) = rest.split_at(rest.iter().take_while(|d| is_cheap(d) == cheap).count());
-        rest = after;
-        if cheap {
-            // Past MAX_SAVEPOINTS savepoints, this run and every request
-            // claimed after it stay queued for the next batch (left over).
-            if savepoints == MAX_SAVEPOINTS {
-                break;
-            }
-            savepoints += 1;
-            if allocate_run(&mut tx, run, alone, strategy, &claim, &mut outcomes, &mut report).await? {
-                continue;
-            }
+    for (row, request) in &singles {
+        // Past MAX_SAVEPOINTS savepoints, the rest stay queued for the next
+        // batch (left over).
+        if savepoints + reserved == MAX_SAVEPOINTS {
+            break;
         }
-        for (row, request) in run {
-            // Past MAX_SAVEPOINTS savepoints, likewise.
-            if savepoints == MAX_SAVEPOINTS {
-                break 'runs;
+        savepoints += 1;
+        outcomes.extend(alone(&mut tx, row, request, strategy, &claim, &mut report).await?);
+    }
+    if !takers.is_empty() {
+        savepoints += reserved;
+        if !take_all(&mut tx, &takers, whole, strategy, &claim, &mut outcomes, &mut report).await? {
+            for (row, request) in &takers {
+                // Likewise.
+                if savepoints == MAX_SAVEPOINTS {
+                    break;
+                }
+                savepoints += 1;
+                outcomes.extend(alone(&mut tx, row, request, strategy, &claim, &mut report).await?);
             }
-            savepoints += 1;
-            let retries = retries_of(&claim, row.id);
-            let mut savepoint = tx.begin().await?;
-            // A panic while processing one request fails that request
-            // (counted as an attempt), not the worker or the rest of the batch.
-            let result = caught(allocate::process(&mut savepoint, row.id, request, strategy)).await;
-            // Every ending but Done gives the request's seat changes back. If
-            // even that fails, the connection is gone: the whole batch rolls
-            // back and its requests return to the queue untouched.
-            if let Ok(Decision::Done(_)) = result {
-                savepoint.commit().await?;
-            } else {
-                savepoint.rollback().await?;
-            }
-            outcomes.extend(outcome_of(row, result, &claim, retries, &mut report));
         }
     }
 
@@ -276,38 +263,64 @@ fn retries_of(claim: &Claim<'_>, id: i64) -> i32 {
     }
 }
 
-/// Is this a cheapest-first hold or book, allocated a run at a time? (An
-/// injected fault is processed alone, so that it fires.)
-fn is_cheap((row, request): &(&Claimed, Request)) -> bool {
+/// Is this a hold or book, taken with the rest of its batch? (An injected
+/// fault is processed alone, so that it fires.)
+fn is_taker((row, request): &&(&Claimed, Request)) -> bool {
     Wanted::of(row.id, request).is_some() && fault::injected(request).is_none()
 }
 
-/// Allocate a run of cheapest-first requests at once, under one savepoint,
-/// adding their outcomes. False if it failed unexpectedly: the run's seat
-/// changes are rolled back and the caller processes it one request at a
-/// time, to find out which request it was. `alone`: the run is the whole
-/// batch, and takes no savepoint; an error fails the batch.
-async fn allocate_run(
+/// Process one request under its own savepoint, returning its outcome (none
+/// for a contended one to retry after a backoff, in `report.contended`).
+async fn alone(
     tx: &mut PgConnection,
-    run: &[(&Claimed, Request)],
-    alone: bool,
+    row: &Claimed,
+    request: &Request,
+    strategy: Strategy,
+    claim: &Claim<'_>,
+    report: &mut Report,
+) -> Result<Option<Outcome>, ProcessError> {
+    let retries = retries_of(claim, row.id);
+    let mut savepoint = tx.begin().await?;
+    // A panic while processing one request fails that request (counted as an
+    // attempt), not the worker or the rest of the batch.
+    let result = caught(allocate::process(&mut savepoint, row.id, request, strategy)).await;
+    // Every ending but Done gives the request's seat changes back. If even
+    // that fails, the connection is gone: the whole batch rolls back and its
+    // requests return to the queue untouched.
+    if let Ok(Decision::Done(_)) = result {
+        savepoint.commit().await?;
+    } else {
+        savepoint.rollback().await?;
+    }
+    Ok(outcome_of(row, result, claim, retries, report))
+}
+
+/// Take seats for the batch's holds and bookings at once, under one
+/// savepoint, adding their outcomes. False if it failed unexpectedly: the
+/// seat changes are rolled back and the caller processes them one request
+/// at a time, to find out which request it was. `whole`: they are the whole
+/// batch, and take no savepoint; an error fails the batch.
+async fn take_all(
+    tx: &mut PgConnection,
+    takers: &[&(&Claimed, Request)],
+    whole: bool,
     strategy: Strategy,
     claim: &Claim<'_>,
     outcomes: &mut Vec<Outcome>,
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
-    let wanted: Vec<Wanted> = run.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
+    let wanted: Vec<Wanted> = takers.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
     let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Outcome>, report: &mut Report| {
-        for ((row, _), decision) in run.iter().zip(decisions) {
+        for ((row, _), decision) in takers.iter().copied().zip(decisions) {
             outcomes.extend(outcome_of(row, Ok(decision), claim, retries_of(claim, row.id), report));
         }
     };
-    if alone {
-        add(caught(cheapest::allocate(tx, &wanted, strategy)).await?, outcomes, report);
+    if whole {
+        add(caught(take::allocate(tx, &wanted, strategy)).await?, outcomes, report);
         return Ok(true);
     }
     let mut savepoint = tx.begin().await?;
-    match caught(cheapest::allocate(&mut savepoint, &wanted, strategy)).await {
+    match caught(take::allocate(&mut savepoint, &wanted, strategy)).await {
         Ok(decisions) => {
             savepoint.commit().await?;
             add(decisions, outcomes, report);
@@ -317,14 +330,14 @@ async fn allocate_run(
             // A NOWAIT lock or a serialization failure: every one of them
             // tries again.
             savepoint.rollback().await?;
-            for (row, _) in run {
+            for (row, _) in takers.iter().copied() {
                 outcomes.extend(outcome_of(row, Ok(Decision::Contended), claim, retries_of(claim, row.id), report));
             }
             Ok(true)
         }
         Err(e) => {
             savepoint.rollback().await?;
-            tracing::warn!(error = %e, requests = run.len(), "batch allocation failed; one at a time");
+            tracing::warn!(error = %e, requests = takers.len(), "batch allocation failed; one at a time");
             Ok(false)
         }
     }

@@ -10,10 +10,11 @@
 //! - `wake`: which loop claims next, and when a claim would find nothing;
 //! - [`batch`]: one claim-process-record transaction;
 //! - `record`: the outcome a batch records for each request;
-//! - `cheapest`: cheapest-first holds and bookings for a whole batch in a
-//!   few statements (all-or-nothing per party, never waiting on a row lock);
-//! - `allocate`: one request's seat changes under its own savepoint (named
-//!   and adjacent seats, confirm, cancel, extend);
+//! - `take`: holds and bookings for a whole batch in a few statements
+//!   (cheapest, named and adjacent seats; all-or-nothing per party, never
+//!   waiting on a row lock);
+//! - `allocate`: one request under its own savepoint (confirm, cancel,
+//!   extend, and a hold or book when its batch falls back to one at a time);
 //! - `decision`: what processing a request comes to;
 //! - `grant`: seats granted to requests, made into bookings;
 //! - `periodic`: the shape of the background tasks below;
@@ -32,7 +33,6 @@
 
 mod allocate;
 pub mod batch;
-mod cheapest;
 mod decision;
 mod fault;
 mod grant;
@@ -43,6 +43,7 @@ mod registry;
 mod retention;
 pub mod sql;
 pub mod sweeper;
+mod take;
 mod wake;
 mod warm;
 pub mod worker;

@@ -4,17 +4,12 @@
 //! available, or held with the hold lapsed (passive expiry), so no answer
 //! depends on when the sweeper last ran.
 
-/// Event $1's sales rules for customer $2, if it exists: why sales refuse
-/// now (`seatq.sale_refusal`, NULL when on sale), its per-customer limit,
-/// and how many live seats the customer has on it (counted only when there
-/// is a limit).
+/// The sales rules of events $1: why sales refuse now (`seatq.sale_refusal`,
+/// NULL when on sale) and the per-customer limit. An event that does not
+/// exist has no row.
 pub const EVENT_RULES: &str = "
-SELECT seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal, e.per_customer,
-       e.per_customer IS NULL OR pg_try_advisory_xact_lock(seatq.customer_lock(e.id, $2)) AS customer_locked,
-       CASE WHEN e.per_customer IS NULL THEN 0 ELSE (
-           SELECT coalesce(sum(cardinality(b.seats)), 0) FROM seatq.bookings b
-           WHERE b.event_id = e.id AND b.customer = $2 AND seatq.is_live(b.state, b.held_until)) END::bigint AS used
-FROM seatq.events e WHERE e.id = $1";
+SELECT e.id, seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal, e.per_customer
+FROM seatq.events e WHERE e.id = ANY($1)";
 
 /// Live seats each customer has on each event: per pair k, customer $2[k]
 /// on event $1[k] (bookings_by_customer), and whether this transaction holds
@@ -122,46 +117,58 @@ SELECT g.ord AS grp,
             LIMIT g.need) f) AS free
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)";
 
-/// Lock the seats a customer named, failing at once (55P03) if another
-/// transaction holds any of them. Returns whether each is free.
+/// The seats customers named: for every (event $1[k], seat $2[k]) that
+/// exists, the seat, whether this transaction now holds its lock (taken with
+/// SKIP LOCKED: false means an in-flight transaction holds it), whether it
+/// is not for sale, and whether it is free. Freeness is read from the locked
+/// row's latest version, so it is only trusted where `locked`.
 pub const LOCK_NAMED: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label,
-       state = 'blocked' AS blocked, seatq.is_free(state, held_until) AS free
-FROM seatq.seats
-WHERE event_id = $1 AND seat_no = ANY($2)
-ORDER BY seat_no
-FOR UPDATE NOWAIT";
-
-/// Up to $4 blocks of $3 adjacent free seats of class $2 in one row, cheapest
-/// first, by committed state (locks are taken afterwards, block by block).
-pub const ADJACENT_BLOCKS: &str = "
-WITH free AS (
-    SELECT seat_no, row_no, pos, price_cents,
-           pos - row_number() OVER (PARTITION BY row_no ORDER BY pos) AS run
-    FROM seatq.seats
-    WHERE event_id = $1 AND class = $2
-      AND seatq.is_free(state, held_until)
-), windows AS (
-    SELECT row_no, pos,
-           array_agg(seat_no) OVER w AS seats,
-           sum(price_cents) OVER w AS total,
-           count(*) OVER w AS n
-    FROM free
-    WINDOW w AS (PARTITION BY row_no, run ORDER BY pos ROWS BETWEEN CURRENT ROW AND $3 - 1 FOLLOWING)
+WITH want AS (
+    SELECT DISTINCT event_id, seat_no FROM unnest($1::bigint[], $2::int[]) AS w(event_id, seat_no)
+), locked AS MATERIALIZED (
+    SELECT s.event_id, s.seat_no, s.state, s.held_until
+    FROM seatq.seats s JOIN want w ON s.event_id = w.event_id AND s.seat_no = w.seat_no
+    FOR UPDATE OF s SKIP LOCKED
 )
-SELECT seats FROM windows
-WHERE n = $3
-ORDER BY total, row_no, pos
-LIMIT $4";
+SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
+       s.section, s.row_label, s.label,
+       l.seat_no IS NOT NULL AS locked,
+       s.state = 'blocked' AS blocked,
+       coalesce(seatq.is_free(l.state, l.held_until), false) AS free
+FROM want w
+JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
+LEFT JOIN locked l ON l.event_id = w.event_id AND l.seat_no = w.seat_no";
 
-/// Lock these seats of event $1 if free, skipping those others hold.
+/// The runs of adjacent free seats (consecutive positions in one row) of
+/// group k, class $2[k] on event $1[k], that could seat a party of $3[k],
+/// by committed state: per run, its row and its seats, positions and prices
+/// in position order. Locks are taken afterwards, on the seats chosen
+/// ([`LOCK_FREE_SEATS`]).
+pub const FREE_RUNS: &str = "
+SELECT g.ord AS grp, f.row_no AS row,
+       array_agg(f.seat_no ORDER BY f.pos) AS seats,
+       array_agg(f.pos ORDER BY f.pos) AS positions,
+       array_agg(f.price_cents ORDER BY f.pos) AS prices
+FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, party, ord)
+CROSS JOIN LATERAL (
+    SELECT seat_no, row_no, pos, price_cents, pos - row_number() OVER (PARTITION BY row_no ORDER BY pos) AS run
+    FROM seatq.seats
+    WHERE event_id = g.event_id AND class = g.class
+      AND seatq.is_free(state, held_until)
+) f
+GROUP BY g.ord, g.party, f.row_no, f.run
+HAVING count(*) >= g.party
+ORDER BY g.ord, f.row_no, min(f.pos)";
+
+/// Lock these seats ($1[k] event, $2[k] seat) where they are free, skipping
+/// those in-flight transactions hold; returns the seats locked.
 pub const LOCK_FREE_SEATS: &str = "
-SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label
-FROM seatq.seats
-WHERE event_id = $1 AND seat_no = ANY($2)
-  AND seatq.is_free(state, held_until)
-ORDER BY seat_no
-FOR UPDATE SKIP LOCKED";
+SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
+       s.section, s.row_label, s.label
+FROM (SELECT DISTINCT event_id, seat_no FROM unnest($1::bigint[], $2::int[]) AS w(event_id, seat_no)) w
+JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
+WHERE seatq.is_free(s.state, s.held_until)
+FOR UPDATE OF s SKIP LOCKED";
 
 /// Create bookings and give them their (already locked) seats, for many
 /// requests in one statement. Per booking: request id, event, customer, state

@@ -1,0 +1,760 @@
+//! Holds and bookings for a whole batch at once, set-based: the cheapest
+//! seats of a class, seats named by number, and parties seated side by side
+//! in one row. A handful of statements serve the whole batch, whatever its
+//! size and mix, each run only when some request of the batch needs it:
+//!
+//! 1. lock the cheapest free seats of every (event, class) that
+//!    cheapest-first requests ask about, with each event's sales rules;
+//! 2. the sales rules of the events that named and side-by-side requests
+//!    ask about;
+//! 3. lock every named seat (skipping those in-flight transactions hold);
+//! 4. the runs of adjacent free seats of every (event, class) a side-by-side
+//!    party asks about, by committed state;
+//! 5. where a cheapest-first group came up short, count its free seats;
+//! 6. the live seats of customers on events with a per-customer limit;
+//!
+//! then every request is decided in claim order, in memory; the blocks chosen
+//! for side-by-side parties are locked (7; a party whose block was partly
+//! locked elsewhere moves to its next best, at most [`ROUNDS`] times); and one
+//! statement makes every booking and takes its seats (8). A batch of
+//! cheapest-first bookings on events without a per-customer limit runs 1 and
+//! 8. A refusal (`sold_out`, `seats_taken`, `no_adjacent_seats`, the sales
+//! rules) costs no statement of its own.
+//!
+//! All or nothing per party (docs/design.md): a request gets all its seats
+//! or none (but for `partial`). If it cannot have them and in-flight
+//! transactions hold seats it could have used, it is *contended* and is
+//! retried after the batch commits (its locks are never held while
+//! sleeping); if nothing is held elsewhere, the answer is final. Seats locked
+//! but not granted are released at commit, a few milliseconds later. Within
+//! the batch, requests are decided in claim order: a seat granted to one is
+//! taken for every later one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::sql::allocation;
+use seatq_core::outcome::{ErrorCode, SeatInfo};
+use seatq_core::request::{Request, SeatRequest};
+use sqlx::postgres::PgConnection;
+
+use crate::Strategy;
+use crate::decision::{Decision, ProcessError};
+use crate::grant::{self, Grant};
+
+/// How many times the blocks chosen for side-by-side parties are locked
+/// before a party whose blocks were each partly held elsewhere counts as
+/// contended.
+const ROUNDS: usize = 3;
+
+/// A hold (`hold_secs` set) or book.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    pub request_id: i64,
+    pub request: &'a SeatRequest,
+    pub hold_secs: Option<u32>,
+}
+
+impl<'a> Wanted<'a> {
+    /// The request as seats to take, if it takes seats: a hold or a book.
+    pub fn of(request_id: i64, request: &'a Request) -> Option<Wanted<'a>> {
+        let (r, hold_secs) = match request {
+            Request::Hold(r) => (r, Some(r.hold_secs())),
+            Request::Book(r) => (r, None),
+            Request::Confirm(_) | Request::Cancel(_) | Request::Extend(_) => return None,
+        };
+        Some(Wanted { request_id, request: r, hold_secs })
+    }
+
+    fn how(&self) -> How {
+        if !self.request.seats.is_empty() {
+            How::Named
+        } else if self.request.together {
+            How::Together
+        } else {
+            How::Cheapest
+        }
+    }
+
+    fn class(&self) -> i16 {
+        self.request.class.unwrap_or_default()
+    }
+}
+
+/// Which seats a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// The cheapest free seats of its class.
+    Cheapest,
+    /// The seats it names.
+    Named,
+    /// A block of adjacent free seats of its class in one row.
+    Together,
+}
+
+/// An event's sales rules: why sales refuse now, and the per-customer limit.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    refusal: Option<ErrorCode>,
+    per_customer: Option<i32>,
+}
+
+/// Rules by event; `None` for an event that does not exist.
+type Events = HashMap<i64, Option<Rules>>;
+
+/// A seat, as a batch tells seats apart.
+type Key = (i64, i32);
+
+/// One row of [`allocation::LOCK_CHEAPEST`]: a locked seat of group `grp`
+/// (1-based), or a NULL seat for a group that got none.
+#[derive(sqlx::FromRow)]
+struct LockedRow {
+    grp: i64,
+    known: bool,
+    refusal: Option<String>,
+    per_customer: Option<i32>,
+    seat: Option<i32>,
+    class: Option<i16>,
+    row: Option<i32>,
+    pos: Option<i32>,
+    price_cents: Option<i32>,
+    section: Option<String>,
+    row_label: Option<String>,
+    label: Option<String>,
+}
+
+impl LockedRow {
+    fn seat(self) -> Option<SeatInfo> {
+        Some(SeatInfo {
+            seat: self.seat?,
+            class: self.class?,
+            row: self.row?,
+            pos: self.pos?,
+            price_cents: self.price_cents?,
+            section: self.section?,
+            row_label: self.row_label?,
+            label: self.label?,
+        })
+    }
+}
+
+/// A named seat, as [`allocation::LOCK_NAMED`] found it.
+#[derive(sqlx::FromRow)]
+struct NamedSeat {
+    event: i64,
+    #[sqlx(flatten)]
+    seat: SeatInfo,
+    /// This transaction holds its lock.
+    locked: bool,
+    /// Not for sale.
+    blocked: bool,
+    /// Free (trusted only where locked).
+    free: bool,
+}
+
+/// A seat of some event, as [`allocation::LOCK_FREE_SEATS`] returns it.
+#[derive(sqlx::FromRow)]
+struct EventSeat {
+    event: i64,
+    #[sqlx(flatten)]
+    seat: SeatInfo,
+}
+
+/// A run of adjacent free seats in one row, in position order
+/// ([`allocation::FREE_RUNS`]).
+#[derive(sqlx::FromRow)]
+struct Run {
+    grp: i64,
+    row: i32,
+    seats: Vec<i32>,
+    positions: Vec<i32>,
+    prices: Vec<i32>,
+}
+
+/// The cheapest-first requests of one (event, class), and what the batch
+/// found for them.
+struct Group {
+    event: i64,
+    class: i16,
+    /// Seats its requests ask for in all.
+    need: i32,
+    /// Seats to lock: `need`, and as many as other requests of the batch
+    /// might take from the same seats.
+    lock: i32,
+    /// Seats locked, cheapest first.
+    locked: Vec<SeatInfo>,
+    /// How many of `locked` are given out (or were taken by another request
+    /// of the batch).
+    next: usize,
+    /// Short, with free seats held by in-flight transactions.
+    contended: bool,
+}
+
+/// What the batch knows of its seats while it decides, in claim order.
+#[derive(Default)]
+struct Seats {
+    /// Granted to a request of this batch.
+    granted: HashSet<Key>,
+    /// Chosen for a side-by-side party whose block is not locked yet.
+    reserved: HashSet<Key>,
+    /// Found held by an in-flight transaction, or no longer free, while
+    /// locking a block.
+    elsewhere: HashSet<Key>,
+}
+
+impl Seats {
+    fn unusable(&self, key: &Key) -> bool {
+        self.granted.contains(key) || self.reserved.contains(key) || self.elsewhere.contains(key)
+    }
+}
+
+/// Allocate seats for these requests (in claim order) inside the caller's
+/// transaction (or savepoint). Returns one decision per request, in order.
+/// An error leaves seat changes half made: the caller rolls back.
+pub async fn allocate(
+    conn: &mut PgConnection,
+    wanted: &[Wanted<'_>],
+    strategy: Strategy,
+) -> Result<Vec<Decision>, ProcessError> {
+    let mut events = Events::new();
+    let mut groups = lock_cheapest(conn, wanted, strategy, &mut events).await?;
+    let others: Vec<i64> = wanted.iter().filter(|w| w.how() != How::Cheapest).map(|w| w.request.event).collect();
+    if !others.is_empty() {
+        event_rules(conn, others, &mut events).await?;
+    }
+    let on_sale = |w: &&Wanted| events.get(&w.request.event).copied().flatten().is_some_and(|r| r.refusal.is_none());
+    let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale)).await?;
+    let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale)).await?;
+    count_free(conn, &mut groups).await?;
+    let mut used = customer_seats(conn, wanted, &events).await?;
+
+    let mut seats = Seats::default();
+    let mut decisions: Vec<Option<Decision>> = (0..wanted.len()).map(|_| None).collect();
+    let mut grants: Vec<(usize, Vec<SeatInfo>)> = Vec::new();
+    // Side-by-side parties with a block chosen but not yet locked.
+    let mut pending: Vec<(usize, Vec<i32>)> = Vec::new();
+    // Customers (on events with a limit) with such a party: their later
+    // requests wait, as the count of their seats is not settled yet.
+    let mut unsettled: HashSet<(i64, &str)> = HashSet::new();
+    // Side-by-side parties refused because the blocks chosen for earlier
+    // ones are taken.
+    let mut provisional: Vec<usize> = Vec::new();
+    for (i, w) in wanted.iter().enumerate() {
+        let r = w.request;
+        let party = r.party_size() as usize;
+        let Some(rules) = events.get(&r.event).copied().flatten() else {
+            decisions[i] = Some(Decision::Reject(ErrorCode::UnknownEvent, format!("event {} does not exist", r.event)));
+            continue;
+        };
+        if let Some(code) = rules.refusal {
+            decisions[i] = Some(Decision::Reject(code, sales_message(code, r.event)));
+            continue;
+        }
+        let customer = (r.event, r.customer.as_str());
+        if let Some(limit) = rules.per_customer {
+            // None: another batch holds the customer's lock, and its
+            // bookings are not counted yet.
+            let Some(so_far) = used.get(&customer).copied().unwrap_or(Some(0)) else {
+                decisions[i] = Some(Decision::Contended);
+                continue;
+            };
+            if unsettled.contains(&customer) {
+                decisions[i] = Some(Decision::Contended);
+                continue;
+            }
+            if so_far + party as i64 > i64::from(limit) {
+                decisions[i] = Some(limit_exceeded(limit, so_far, party, r.event));
+                continue;
+            }
+        }
+        let taken = match w.how() {
+            How::Cheapest => {
+                let group = groups
+                    .iter_mut()
+                    .find(|g| g.event == r.event && g.class == w.class())
+                    .ok_or_else(|| ProcessError::Internal(format!("no group for request {}", w.request_id)))?;
+                cheapest(group, r, &seats)
+            }
+            How::Named => named_seats(r, &named, &seats),
+            How::Together => {
+                let runs = runs.get(&(r.event, w.class())).map_or(&[][..], Vec::as_slice);
+                match together(runs, r, &seats) {
+                    Together::Block(block) => {
+                        seats.reserved.extend(block.iter().map(|&s| (r.event, s)));
+                        if rules.per_customer.is_some() {
+                            unsettled.insert(customer);
+                        }
+                        pending.push((i, block));
+                        continue;
+                    }
+                    Together::NoneIfTheyGetTheirs(decision) => {
+                        provisional.push(i);
+                        Err(decision)
+                    }
+                    Together::No(decision) => Err(decision),
+                }
+            }
+        };
+        match taken {
+            Ok(mine) => {
+                seats.granted.extend(mine.iter().map(|s| (r.event, s.seat)));
+                if rules.per_customer.is_some() {
+                    *used.entry(customer).or_insert(Some(0)).get_or_insert(0) += mine.len() as i64;
+                }
+                grants.push((i, mine));
+            }
+            Err(decision) => decisions[i] = Some(decision),
+        }
+    }
+
+    if !lock_blocks(conn, wanted, pending, &runs, &mut seats, &mut grants, &mut decisions).await? {
+        // Some earlier party did not get its first block: a refusal that
+        // counted on it may be wrong. Try those again.
+        for i in provisional {
+            decisions[i] = Some(Decision::Contended);
+        }
+    }
+
+    if !grants.is_empty() {
+        let (indexes, grants): (Vec<usize>, Vec<Grant>) = grants
+            .into_iter()
+            .map(|(i, mut mine)| {
+                mine.sort_by_key(|s| s.seat);
+                let w = wanted[i];
+                (i, Grant { request_id: w.request_id, request: w.request, hold_secs: w.hold_secs, seats: mine })
+            })
+            .unzip();
+        let bookings = grant::take_seats(conn, &grants).await?;
+        for (i, booking) in indexes.into_iter().zip(bookings) {
+            decisions[i] = Some(Decision::Done(booking));
+        }
+    }
+    decisions
+        .into_iter()
+        .map(|d| d.ok_or_else(|| ProcessError::Internal("a request of the batch got no decision".into())))
+        .collect()
+}
+
+/// Statement 1: lock the cheapest free seats of every (event, class) the
+/// cheapest-first requests ask about, and note those events' rules.
+async fn lock_cheapest(
+    conn: &mut PgConnection,
+    wanted: &[Wanted<'_>],
+    strategy: Strategy,
+    events: &mut Events,
+) -> Result<Vec<Group>, ProcessError> {
+    // Groups in (event, class) order, so that strategies that wait for locks
+    // take them in the same order in every worker.
+    let mut needs: BTreeMap<(i64, i16), i32> = BTreeMap::new();
+    for w in wanted.iter().filter(|w| w.how() == How::Cheapest) {
+        *needs.entry((w.request.event, w.class())).or_default() += w.request.party_size() as i32;
+    }
+    // Other requests of the batch may take some of these seats first (those
+    // claimed earlier do): lock that many more, so that the group is not
+    // short for it.
+    let mut others: HashMap<(i64, Option<i16>), i32> = HashMap::new();
+    for w in wanted.iter() {
+        match w.how() {
+            How::Cheapest => {}
+            How::Together => {
+                *others.entry((w.request.event, Some(w.class()))).or_default() += w.request.party_size() as i32
+            }
+            How::Named => *others.entry((w.request.event, None)).or_default() += w.request.seats.len() as i32,
+        }
+    }
+    let mut groups: Vec<Group> = needs
+        .into_iter()
+        .map(|((event, class), need)| {
+            let spare = others.get(&(event, Some(class))).copied().unwrap_or(0)
+                + others.get(&(event, None)).copied().unwrap_or(0);
+            Group { event, class, need, lock: need + spare, locked: Vec::new(), next: 0, contended: false }
+        })
+        .collect();
+    if groups.is_empty() {
+        return Ok(groups);
+    }
+    let rows = cheapest_rows(conn, &groups, strategy).await?;
+    for row in rows {
+        let group = usize::try_from(row.grp - 1)
+            .ok()
+            .and_then(|g| groups.get_mut(g))
+            .ok_or_else(|| unexpected_group(row.grp))?;
+        let rules = match row.known {
+            true => Some(Rules { refusal: refusal(row.refusal.as_deref())?, per_customer: row.per_customer }),
+            false => None,
+        };
+        events.insert(group.event, rules);
+        group.locked.extend(row.seat());
+    }
+    Ok(groups)
+}
+
+/// The rows of [`allocation::LOCK_CHEAPEST`] (or the strategy's variant) for
+/// these groups.
+async fn cheapest_rows(
+    conn: &mut PgConnection,
+    groups: &[Group],
+    strategy: Strategy,
+) -> Result<Vec<LockedRow>, ProcessError> {
+    let sql = match strategy {
+        Strategy::SkipLocked => allocation::LOCK_CHEAPEST,
+        Strategy::Blocking => allocation::LOCK_CHEAPEST_WAIT,
+        Strategy::Nowait => allocation::LOCK_CHEAPEST_NOWAIT,
+        Strategy::Serializable => allocation::PICK_CHEAPEST,
+    };
+    let mut query = bind_groups(sqlx::query_as(sql), groups);
+    if strategy == Strategy::SkipLocked {
+        query = query.bind(allocation::SPREAD_FROM_NEED);
+    }
+    Ok(query.fetch_all(&mut *conn).await?)
+}
+
+/// Run every statement above once, with nothing to lock or read, so that a
+/// new connection has them prepared and planned before its first batch (see
+/// `crate::warm`).
+pub async fn warm(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessError> {
+    let none: &[i64] = &[];
+    cheapest_rows(conn, &[], strategy).await?;
+    sqlx::query(allocation::COUNT_FREE).bind(none).bind(&[] as &[i16]).bind(&[] as &[i32]).execute(&mut *conn).await?;
+    sqlx::query(allocation::EVENT_RULES).bind(none).execute(&mut *conn).await?;
+    sqlx::query(allocation::LOCK_NAMED).bind(none).bind(&[] as &[i32]).execute(&mut *conn).await?;
+    sqlx::query(allocation::FREE_RUNS).bind(none).bind(&[] as &[i16]).bind(&[] as &[i32]).execute(&mut *conn).await?;
+    sqlx::query(allocation::LOCK_FREE_SEATS).bind(none).bind(&[] as &[i32]).execute(&mut *conn).await?;
+    sqlx::query(allocation::CUSTOMER_SEATS).bind(none).bind(&[] as &[&str]).execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// Statement 2: the rules of these events.
+async fn event_rules(conn: &mut PgConnection, mut ids: Vec<i64>, events: &mut Events) -> Result<(), ProcessError> {
+    ids.sort_unstable();
+    ids.dedup();
+    let rows: Vec<(i64, Option<String>, Option<i32>)> =
+        sqlx::query_as(allocation::EVENT_RULES).bind(&ids).fetch_all(&mut *conn).await?;
+    for id in ids {
+        events.entry(id).or_insert(None);
+    }
+    for (id, refusal_code, per_customer) in rows {
+        events.insert(id, Some(Rules { refusal: refusal(refusal_code.as_deref())?, per_customer }));
+    }
+    Ok(())
+}
+
+/// Statement 3: lock the seats these requests name.
+async fn lock_named<'w>(
+    conn: &mut PgConnection,
+    wanted: impl Iterator<Item = &'w Wanted<'w>>,
+) -> Result<HashMap<Key, NamedSeat>, ProcessError> {
+    let (events, seat_nos): (Vec<i64>, Vec<i32>) =
+        wanted.flat_map(|w| w.request.seats.iter().map(|&s| (w.request.event, s))).unzip();
+    if events.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<NamedSeat> =
+        sqlx::query_as(allocation::LOCK_NAMED).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
+    Ok(rows.into_iter().map(|s| ((s.event, s.seat.seat), s)).collect())
+}
+
+/// Statement 4: the runs of adjacent free seats for these side-by-side
+/// parties, by (event, class).
+async fn free_runs<'w>(
+    conn: &mut PgConnection,
+    wanted: impl Iterator<Item = &'w Wanted<'w>>,
+) -> Result<HashMap<(i64, i16), Vec<Run>>, ProcessError> {
+    // The smallest party of each (event, class): no shorter run serves any.
+    let mut smallest: BTreeMap<(i64, i16), i32> = BTreeMap::new();
+    for w in wanted {
+        let party = w.request.party_size() as i32;
+        smallest.entry((w.request.event, w.class())).and_modify(|p| *p = (*p).min(party)).or_insert(party);
+    }
+    if smallest.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let keys: Vec<(i64, i16)> = smallest.keys().copied().collect();
+    let rows: Vec<Run> = sqlx::query_as(allocation::FREE_RUNS)
+        .bind(keys.iter().map(|k| k.0).collect::<Vec<_>>())
+        .bind(keys.iter().map(|k| k.1).collect::<Vec<_>>())
+        .bind(smallest.values().copied().collect::<Vec<_>>())
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut runs: HashMap<(i64, i16), Vec<Run>> = HashMap::new();
+    for run in rows {
+        let key = usize::try_from(run.grp - 1).ok().and_then(|k| keys.get(k)).copied();
+        let key = key.ok_or_else(|| unexpected_group(run.grp))?;
+        if run.seats.len() != run.positions.len() || run.seats.len() != run.prices.len() {
+            return Err(ProcessError::Internal(format!("a run of adjacent seats of group {} is ragged", run.grp)));
+        }
+        runs.entry(key).or_default().push(run);
+    }
+    Ok(runs)
+}
+
+/// Statement 5: for each cheapest-first group that came up short, whether
+/// more of its seats are free by committed state than it locked (others
+/// hold some: contention, not a sell-out).
+async fn count_free(conn: &mut PgConnection, groups: &mut [Group]) -> Result<(), ProcessError> {
+    let short: Vec<usize> = (0..groups.len()).filter(|&g| (groups[g].locked.len() as i32) < groups[g].lock).collect();
+    if short.is_empty() {
+        return Ok(());
+    }
+    let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
+    let free: Vec<(i64, i64)> =
+        bind_groups(sqlx::query_as(allocation::COUNT_FREE), subset.iter().copied()).fetch_all(&mut *conn).await?;
+    for (k, free) in free {
+        let g = usize::try_from(k - 1).ok().and_then(|k| short.get(k)).copied();
+        let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(k))?;
+        group.contended = free > group.locked.len() as i64;
+    }
+    Ok(())
+}
+
+/// Statement 6: live seats each customer of the batch already has on each
+/// event with a per-customer limit, `None` where another batch holds the
+/// customer's lock (see [`allocation::CUSTOMER_SEATS`]); no statement when
+/// no event of the batch has a limit.
+async fn customer_seats<'w>(
+    conn: &mut PgConnection,
+    wanted: &[Wanted<'w>],
+    events: &Events,
+) -> Result<HashMap<(i64, &'w str), Option<i64>>, ProcessError> {
+    let limited = |event: i64| {
+        events.get(&event).copied().flatten().is_some_and(|r| r.refusal.is_none() && r.per_customer.is_some())
+    };
+    let mut pairs: Vec<(i64, &'w str)> = wanted
+        .iter()
+        .filter(|w| limited(w.request.event))
+        .map(|w| (w.request.event, w.request.customer.as_str()))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    if pairs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(i64, bool, i64)> = sqlx::query_as(allocation::CUSTOMER_SEATS)
+        .bind(pairs.iter().map(|p| p.0).collect::<Vec<_>>())
+        .bind(pairs.iter().map(|p| p.1).collect::<Vec<_>>())
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.into_iter()
+        .map(|(k, locked, used)| {
+            let pair = usize::try_from(k - 1).ok().and_then(|k| pairs.get(k)).copied();
+            pair.map(|p| (p, locked.then_some(used)))
+                .ok_or_else(|| ProcessError::Internal(format!("no customer pair {k}")))
+        })
+        .collect()
+}
+
+/// A cheapest-first request: the group's next locked seats.
+fn cheapest(group: &mut Group, r: &SeatRequest, seats: &Seats) -> Result<Vec<SeatInfo>, Decision> {
+    let party = r.party_size() as usize;
+    let rest = &group.locked[group.next..];
+    // Seats of the group another request of the batch (named, side by side)
+    // took: the group locked no more than its own requests need, so without
+    // them it may be short only in appearance.
+    let mut robbed = false;
+    let mut mine = Vec::with_capacity(party);
+    let mut end = group.next;
+    for (k, s) in rest.iter().enumerate() {
+        if mine.len() == party {
+            break;
+        }
+        if seats.unusable(&(group.event, s.seat)) {
+            robbed = true;
+        } else {
+            mine.push(s.clone());
+        }
+        end = group.next + k + 1;
+    }
+    if mine.len() == party || (r.partial && !mine.is_empty() && !group.contended && !robbed) {
+        group.next = end;
+        return Ok(mine);
+    }
+    if group.contended || robbed {
+        return Err(Decision::Contended);
+    }
+    Err(Decision::Reject(
+        ErrorCode::SoldOut,
+        format!("{} seat(s) of class {} left on event {}, {party} requested", mine.len(), group.class, group.event),
+    ))
+}
+
+/// A request naming its seats: all of them, or why not.
+fn named_seats(r: &SeatRequest, named: &HashMap<Key, NamedSeat>, seats: &Seats) -> Result<Vec<SeatInfo>, Decision> {
+    let (mut unknown, mut blocked, mut taken, mut busy) = (Vec::new(), Vec::new(), Vec::new(), false);
+    let mut mine = Vec::with_capacity(r.seats.len());
+    for &n in &r.seats {
+        let key = (r.event, n);
+        let Some(s) = named.get(&key) else {
+            unknown.push(n);
+            continue;
+        };
+        if s.blocked {
+            blocked.push(n);
+        } else if seats.granted.contains(&key) || (s.locked && !s.free) {
+            taken.push(n);
+        } else if !s.locked || seats.reserved.contains(&key) {
+            busy = true;
+        }
+        mine.push(s.seat.clone());
+    }
+    if !unknown.is_empty() {
+        return Err(Decision::Reject(
+            ErrorCode::UnknownSeat,
+            format!("event {} has no seat(s) {}", r.event, list(&unknown)),
+        ));
+    }
+    if !blocked.is_empty() {
+        return Err(Decision::Reject(
+            ErrorCode::SeatNotForSale,
+            format!("seat(s) {} of event {} are not for sale", list(&blocked), r.event),
+        ));
+    }
+    if !taken.is_empty() {
+        return Err(Decision::Reject(ErrorCode::SeatsTaken, format!("seat(s) {} are taken", list(&taken))));
+    }
+    // A seat an in-flight transaction holds may be given back: try again.
+    if busy {
+        return Err(Decision::Contended);
+    }
+    Ok(mine)
+}
+
+/// What a side-by-side party comes to while the batch decides.
+enum Together {
+    /// The cheapest block of adjacent seats left, to be locked.
+    Block(Vec<i32>),
+    /// No block left once the blocks chosen for earlier parties are theirs:
+    /// final if they all get them, contended otherwise.
+    NoneIfTheyGetTheirs(Decision),
+    /// Final.
+    No(Decision),
+}
+
+/// A side-by-side party: the cheapest block of adjacent seats left, or why
+/// there is none.
+fn together(runs: &[Run], r: &SeatRequest, seats: &Seats) -> Together {
+    let party = r.party_size() as usize;
+    if let Some(block) = best_block(runs, r.event, party, |k| seats.unusable(k)) {
+        return Together::Block(block);
+    }
+    let none = Decision::Reject(
+        ErrorCode::NoAdjacentSeats,
+        format!("no row of event {} has {party} adjacent free seats of class {}", r.event, r.class.unwrap_or_default()),
+    );
+    match best_block(runs, r.event, party, |k| seats.granted.contains(k)) {
+        Some(_) => Together::NoneIfTheyGetTheirs(none),
+        None => Together::No(none),
+    }
+}
+
+/// The cheapest block of `party` adjacent seats in the runs, avoiding the
+/// seats `excluded` says: least total price, then the lowest row, then the
+/// lowest position.
+fn best_block(runs: &[Run], event: i64, party: usize, excluded: impl Fn(&Key) -> bool) -> Option<Vec<i32>> {
+    let mut best: Option<((i64, i32, i32), &[i32])> = None;
+    for run in runs {
+        for start in 0..(run.seats.len() + 1).saturating_sub(party) {
+            let block = &run.seats[start..start + party];
+            if block.iter().any(|&s| excluded(&(event, s))) {
+                continue;
+            }
+            let total: i64 = run.prices[start..start + party].iter().map(|&p| i64::from(p)).sum();
+            let key = (total, run.row, run.positions[start]);
+            if best.is_none_or(|(b, _)| key < b) {
+                best = Some((key, block));
+            }
+        }
+    }
+    best.map(|(_, block)| block.to_vec())
+}
+
+/// Statement 7: lock the blocks chosen for side-by-side parties, in rounds:
+/// a party whose block is whole gets it; one whose block was partly held
+/// elsewhere (or taken since) moves to its next best block for the next
+/// round, and after the last, or with none left, is contended. True if every
+/// party got the block first chosen for it.
+async fn lock_blocks(
+    conn: &mut PgConnection,
+    wanted: &[Wanted<'_>],
+    mut pending: Vec<(usize, Vec<i32>)>,
+    runs: &HashMap<(i64, i16), Vec<Run>>,
+    seats: &mut Seats,
+    grants: &mut Vec<(usize, Vec<SeatInfo>)>,
+    decisions: &mut [Option<Decision>],
+) -> Result<bool, ProcessError> {
+    let mut as_chosen = true;
+    for round in 1..=ROUNDS {
+        if pending.is_empty() {
+            break;
+        }
+        let (events, seat_nos): (Vec<i64>, Vec<i32>) =
+            pending.iter().flat_map(|(i, block)| block.iter().map(move |&s| (wanted[*i].request.event, s))).unzip();
+        let rows: Vec<EventSeat> =
+            sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
+        let mut locked: HashMap<Key, SeatInfo> = rows.into_iter().map(|s| ((s.event, s.seat.seat), s.seat)).collect();
+        let mut next = Vec::new();
+        for (i, block) in pending {
+            let w = wanted[i];
+            let event = w.request.event;
+            for &s in &block {
+                seats.reserved.remove(&(event, s));
+            }
+            if block.iter().all(|&s| locked.contains_key(&(event, s))) {
+                let mine: Vec<SeatInfo> = block.iter().filter_map(|&s| locked.remove(&(event, s))).collect();
+                seats.granted.extend(block.iter().map(|&s| (event, s)));
+                grants.push((i, mine));
+                continue;
+            }
+            as_chosen = false;
+            seats.elsewhere.extend(block.iter().filter(|&&s| !locked.contains_key(&(event, s))).map(|&s| (event, s)));
+            let runs = runs.get(&(event, w.class())).map_or(&[][..], Vec::as_slice);
+            match best_block(runs, event, w.request.party_size() as usize, |k| seats.unusable(k)) {
+                Some(other) if round < ROUNDS => {
+                    seats.reserved.extend(other.iter().map(|&s| (event, s)));
+                    next.push((i, other));
+                }
+                _ => decisions[i] = Some(Decision::Contended),
+            }
+        }
+        pending = next;
+    }
+    Ok(as_chosen)
+}
+
+/// Bind the groups' events, classes and seats to lock as three arrays.
+fn bind_groups<'q, 'g, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    groups: impl IntoIterator<Item = &'g Group> + Clone,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    let events: Vec<i64> = groups.clone().into_iter().map(|g| g.event).collect();
+    let classes: Vec<i16> = groups.clone().into_iter().map(|g| g.class).collect();
+    let needs: Vec<i32> = groups.into_iter().map(|g| g.lock).collect();
+    query.bind(events).bind(classes).bind(needs)
+}
+
+fn unexpected_group(grp: i64) -> ProcessError {
+    ProcessError::Internal(format!("allocation returned a row for group {grp}, which the batch does not have"))
+}
+
+/// A refusal code as the database names it (`seatq.sale_refusal`).
+fn refusal(code: Option<&str>) -> Result<Option<ErrorCode>, ProcessError> {
+    code.map(|c| c.parse().map_err(|_| ProcessError::Internal(format!("unknown refusal {c}")))).transpose()
+}
+
+/// The message of a `not_on_sale` or `sales_closed` refusal.
+fn sales_message(code: ErrorCode, event: i64) -> String {
+    match code {
+        ErrorCode::NotOnSale => format!("event {event} is not on sale yet"),
+        _ => format!("sales of event {event} are closed"),
+    }
+}
+
+/// A `customer_limit_exceeded` refusal.
+fn limit_exceeded(limit: i32, used: i64, party: usize, event: i64) -> Decision {
+    Decision::Reject(
+        ErrorCode::CustomerLimitExceeded,
+        format!("event {event} sells at most {limit} seat(s) per customer; the customer has {used}, {party} requested"),
+    )
+}
+
+fn list(seats: &[i32]) -> String {
+    seats.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+}

@@ -57,6 +57,11 @@ struct Args {
     #[arg(long, default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
           value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
     batch_size: i64,
+    /// Requests per batch transaction while a backlog lasts, 1 to 1000 (see
+    /// seatq-worker --backlog-batch-size).
+    #[arg(long, default_value_t = seatq_worker::DEFAULT_BACKLOG_BATCH_SIZE,
+          value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
+    backlog_batch_size: i64,
     /// Also measure latency under a steady load at this fraction of the
     /// burst throughput just measured (skip-locked runs of scenarios without
     /// a backlog; 0 = off).
@@ -159,6 +164,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 concurrency: args.concurrency.unwrap_or(d.concurrency),
                 max_active: args.max_active,
                 batch_size: args.batch_size,
+                backlog_batch_size: args.backlog_batch_size,
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),
                 readers,

@@ -33,6 +33,7 @@ pub struct Launch<'a> {
     pub concurrency: usize,
     pub max_active: usize,
     pub batch_size: i64,
+    pub backlog_batch_size: i64,
     pub strategy: &'a str,
     pub log: &'a Path,
 }
@@ -47,6 +48,7 @@ impl Workers {
                 .args(["--concurrency", &l.concurrency.to_string()])
                 .args(["--max-active", &l.max_active.to_string()])
                 .args(["--batch-size", &l.batch_size.to_string()])
+                .args(["--backlog-batch-size", &l.backlog_batch_size.to_string()])
                 .args(["--strategy", l.strategy])
                 .args(["--name", &format!("bench-{n}")])
                 .args(["--retention-hours", "0"])

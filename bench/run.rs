@@ -42,6 +42,7 @@ pub struct Plan {
     /// Of each process's loops, how many may be in a transaction at once.
     pub max_active: usize,
     pub batch_size: i64,
+    pub backlog_batch_size: i64,
     /// Requests per second to enqueue at (steady stream); `None`: all at once.
     pub rate: Option<f64>,
     pub timeout: Duration,
@@ -97,6 +98,7 @@ pub struct Measured {
     pub concurrency: usize,
     pub max_active: usize,
     pub batch_size: i64,
+    pub backlog_batch_size: i64,
     pub requests: i64,
     pub secs: f64,
     pub requests_per_sec: f64,
@@ -188,6 +190,7 @@ pub async fn run(
         concurrency: plan.concurrency,
         max_active: plan.max_active,
         batch_size: plan.batch_size,
+        backlog_batch_size: plan.backlog_batch_size,
         strategy: &plan.strategy,
         log: &log,
     };
@@ -306,6 +309,7 @@ pub async fn run(
         concurrency: plan.concurrency,
         max_active: plan.max_active,
         batch_size: plan.batch_size,
+        backlog_batch_size: plan.backlog_batch_size,
         requests: summary.requests,
         secs,
         requests_per_sec: if secs > 0.0 { summary.requests as f64 / secs } else { 0.0 },

@@ -124,7 +124,18 @@ async fn a_worker_runs_at_most_max_active_batches_at_once() {
     // loops claiming one each would hold six batches open at once.
     let batch: Vec<NewRequest> = (0..6).map(|_| Request::Book(hold(event, 3, 2, "fault:slow")).into()).collect();
     let ids = db.client.enqueue_many(&batch).await.unwrap();
-    let args = ["--concurrency", "6", "--max-active", "2", "--batch-size", "1", "--retention-hours", "0"];
+    let args = [
+        "--concurrency",
+        "6",
+        "--max-active",
+        "2",
+        "--batch-size",
+        "1",
+        "--backlog-batch-size",
+        "1",
+        "--retention-hours",
+        "0",
+    ];
     let worker = WorkerProcess::start(&db, "turns", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
     let (mut most, deadline) = (0, Instant::now() + Duration::from_secs(60));
     let mut done = false;

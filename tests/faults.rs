@@ -96,7 +96,9 @@ async fn random_sigkills_under_load_lose_nothing() {
             NewRequest::from(if rng.bool() { Request::Hold(r) } else { Request::Book(r) })
         })
         .collect();
-    let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
+    // Small batches throughout (no growth with the backlog): many
+    // transactions in flight for the kills to land in.
+    let args = ["--concurrency", "2", "--batch-size", "16", "--backlog-batch-size", "16", "--poll-ms", "100"];
     let mut workers: Vec<WorkerProcess> =
         (0..WORKERS).map(|n| WorkerProcess::start(&db, &format!("w{n}"), &args, &[])).collect();
     let mut ids = Vec::new();

@@ -235,7 +235,7 @@ async fn sigterm_finishes_the_batch_in_hand_and_exits_zero() {
     let (db, ev) = TestDb::with_event("E", 250, 6).await;
     // One batch loop taking one request at a time; fault:slow pauses inside
     // its batch transaction, so the signal arrives while a batch is in hand.
-    let args = ["--concurrency", "1", "--batch-size", "1"];
+    let args = ["--concurrency", "1", "--batch-size", "1", "--backlog-batch-size", "1"];
     let worker = WorkerProcess::start(&db, "w", &args, &[("SEATQ_FAULT_INJECTION", "1")]);
     let backlog = bookings(ev, 3, 1, 20);
     // Catch a slow request while it is claimed. Should one finish before we
@@ -431,27 +431,68 @@ async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() 
     // seats: with the default random_page_cost (4), the planner would read
     // the whole venue to find them; worker sessions set it to 1.1.
     let (db, ev) = TestDb::with_event("Venue", 20_000, 6).await;
+    let seat_requests: Vec<i64> = (0..450).map(|n| 1 + n * 100 / 450).collect();
+    assert_seats_taken_by_seeks(&db, ev, 100, &seat_requests, 10_001).await;
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_big_batch_takes_its_seats_by_primary_key_not_by_merging_with_every_seat() {
+    // A backlog's batch of 1,000 parties on a big venue: a planner that
+    // joins the parties to their seats first overestimates the rows several
+    // times over and merges them with a scan of every seat instead.
+    let (db, ev) = TestDb::with_event("Stadium", 150_000, 50).await;
+    let seat_requests: Vec<i64> = (1..=1000).collect();
+    assert_seats_taken_by_seeks(&db, ev, 1000, &seat_requests, 50_001).await;
+    db.close().await;
+}
+
+/// Plan take-seats, as a worker session would, for `requests` bookings of
+/// event `ev` taking one seat each of `seat_requests` (the request of each),
+/// seats numbered from `first`, and check that every seat is reached by a
+/// primary-key seek.
+async fn assert_seats_taken_by_seeks(db: &TestDb, ev: i64, requests: usize, seat_requests: &[i64], first: i32) {
     sqlx::query("VACUUM ANALYZE seatq.seats").execute(&db.pool).await.unwrap();
     let worker = db.worker(Config::default()).await;
-    let requests: Vec<i64> = (1..=100).collect();
-    let seat_requests: Vec<i64> = (0..450).map(|n| 1 + n * 100 / 450).collect();
-    let seats: Vec<i32> = (10_001..=10_450).collect();
+    let ids: Vec<i64> = (1..=requests as i64).collect();
+    let seats: Vec<i32> = (first..).take(seat_requests.len()).collect();
     let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_worker::sql::allocation::TAKE_SEATS);
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
-        .bind(&requests)
-        .bind(vec![ev; 100])
-        .bind(vec!["c"; 100])
-        .bind(vec![seatq::BookingState::Booked; 100])
-        .bind(vec![1000i64; 100])
-        .bind(vec![None::<i32>; 100])
-        .bind(&seat_requests)
+        .bind(&ids)
+        .bind(vec![ev; requests])
+        .bind(vec!["c"; requests])
+        .bind(vec![seatq::BookingState::Booked; requests])
+        .bind(vec![1000i64; requests])
+        .bind(vec![None::<i32>; requests])
+        .bind(seat_requests)
+        .bind(vec![ev; seat_requests.len()])
         .bind(&seats)
         .fetch_one(worker.pool())
         .await
         .unwrap();
-    let plan = plan.to_string();
-    assert!(plan.contains("\"Index Name\":\"seats_pkey\""), "take-seats plan: {plan}");
-    assert!(!plan.contains("Seq Scan"), "take-seats plan: {plan}");
+    let mut scans = Vec::new();
+    seat_scans(&plan, &mut scans);
+    assert!(!scans.is_empty(), "take-seats plan reads no seats: {plan}");
+    for scan in scans {
+        assert_eq!(scan["Node Type"], "Index Scan", "take-seats plan: {plan}");
+        assert_eq!(scan["Index Name"], "seats_pkey", "take-seats plan: {plan}");
+        assert!(scan.get("Index Cond").is_some(), "a seek, not the whole index: {plan}");
+    }
     worker.pool().close().await;
-    db.close().await;
+}
+
+/// The plan nodes that read seatq.seats (not the update itself).
+fn seat_scans<'p>(node: &'p serde_json::Value, out: &mut Vec<&'p serde_json::Value>) {
+    match node {
+        serde_json::Value::Array(nodes) => nodes.iter().for_each(|n| seat_scans(n, out)),
+        serde_json::Value::Object(fields) => {
+            if fields.get("Relation Name").and_then(|r| r.as_str()) == Some("seats")
+                && fields.get("Node Type").and_then(|t| t.as_str()) != Some("ModifyTable")
+            {
+                out.push(node);
+            }
+            fields.values().for_each(|v| seat_scans(v, out));
+        }
+        _ => {}
+    }
 }

@@ -26,10 +26,13 @@ pub struct Grant<'a> {
 /// Returns the bookings in the order of `grants`.
 pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Vec<BookingResult>, ProcessError> {
     let seat_count: usize = grants.iter().map(|g| g.seats.len()).sum();
-    let (mut seat_requests, mut seat_numbers) = (Vec::with_capacity(seat_count), Vec::with_capacity(seat_count));
+    let mut seat_requests = Vec::with_capacity(seat_count);
+    let mut seat_events = Vec::with_capacity(seat_count);
+    let mut seat_numbers = Vec::with_capacity(seat_count);
     for g in grants {
         for s in &g.seats {
             seat_requests.push(g.request_id);
+            seat_events.push(g.request.event);
             seat_numbers.push(s.seat);
         }
     }
@@ -43,6 +46,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         .bind(grants.iter().map(total).collect::<Vec<_>>())
         .bind(grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect::<Vec<_>>())
         .bind(seat_requests)
+        .bind(seat_events)
         .bind(seat_numbers)
         .fetch_all(&mut *conn)
         .await?;

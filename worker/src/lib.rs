@@ -107,6 +107,11 @@ pub struct Config {
     /// Requests claimed per transaction (one commit carries them all), at
     /// most [`MAX_BATCH_SIZE`].
     pub batch_size: i64,
+    /// Requests claimed per transaction while a backlog lasts: a claim that
+    /// comes back full doubles the next one, up to this (at least
+    /// `batch_size`, at most [`MAX_BATCH_SIZE`]); one that comes back short
+    /// starts again from `batch_size`.
+    pub backlog_batch_size: i64,
     /// How often an idle loop polls when no NOTIFY arrives.
     pub poll_interval: Duration,
     /// How often lapsed holds are swept; zero turns the sweeper off.
@@ -135,6 +140,10 @@ pub struct Config {
 /// carries many bookings, small enough to keep latency low (docs/benchmarks.md
 /// shows how to measure the trade-off).
 pub const DEFAULT_BATCH_SIZE: i64 = 100;
+/// Requests per batch while a backlog lasts, unless configured: fewer
+/// commits and statements per request where latency is already that of the
+/// queue ahead (docs/benchmarks.md measures the trade-off).
+pub const DEFAULT_BACKLOG_BATCH_SIZE: i64 = 400;
 /// Batch transactions a worker process runs at once unless configured:
 /// about two per core of a small database server; beyond that, concurrent
 /// batches mostly step over each other's locks (docs/design.md).
@@ -156,6 +165,7 @@ impl Default for Config {
             concurrency: 2,
             max_active: DEFAULT_MAX_ACTIVE,
             batch_size: DEFAULT_BATCH_SIZE,
+            backlog_batch_size: DEFAULT_BACKLOG_BATCH_SIZE,
             poll_interval: Duration::from_millis(500),
             sweep_interval: Duration::from_secs(1),
             contention_retries: 5,

@@ -30,6 +30,11 @@ struct Args {
     #[arg(long, env = "SEATQ_BATCH_SIZE", default_value_t = seatq_worker::DEFAULT_BATCH_SIZE,
           value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
     batch_size: i64,
+    /// Requests claimed per transaction while a backlog lasts (--batch-size
+    /// to 1000): a full claim doubles the next, up to this.
+    #[arg(long, env = "SEATQ_BACKLOG_BATCH_SIZE", default_value_t = seatq_worker::DEFAULT_BACKLOG_BATCH_SIZE,
+          value_parser = clap::value_parser!(i64).range(1..=seatq_worker::MAX_BATCH_SIZE))]
+    backlog_batch_size: i64,
     /// Fallback poll interval in milliseconds (NOTIFY wakes workers sooner).
     #[arg(long, env = "SEATQ_POLL_MS", default_value_t = 500)]
     poll_ms: u64,
@@ -104,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
         concurrency: args.concurrency,
         max_active: args.max_active,
         batch_size: args.batch_size,
+        backlog_batch_size: args.backlog_batch_size,
         poll_interval: Duration::from_millis(args.poll_ms.max(1)),
         sweep_interval: Duration::from_millis(args.sweep_ms),
         contention_retries: args.contention_retries,

@@ -175,10 +175,8 @@ struct Run {
 struct Group {
     event: i64,
     class: i16,
-    /// Seats its requests ask for in all.
-    need: i32,
-    /// Seats to lock: `need`, and as many as other requests of the batch
-    /// might take from the same seats.
+    /// Seats to lock: as many as its requests ask for in all, and as many
+    /// as other requests of the batch might take from the same seats.
     lock: i32,
     /// Seats locked, cheapest first.
     locked: Vec<SeatInfo>,
@@ -366,7 +364,7 @@ async fn lock_cheapest(
         .map(|((event, class), need)| {
             let spare = others.get(&(event, Some(class))).copied().unwrap_or(0)
                 + others.get(&(event, None)).copied().unwrap_or(0);
-            Group { event, class, need, lock: need + spare, locked: Vec::new(), next: 0, contended: false }
+            Group { event, class, lock: need + spare, locked: Vec::new(), next: 0, contended: false }
         })
         .collect();
     if groups.is_empty() {

@@ -91,6 +91,7 @@ impl Worker {
     /// Use an existing pool (migrations must already be applied).
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
+        config.backlog_batch_size = config.backlog_batch_size.clamp(config.batch_size, crate::MAX_BATCH_SIZE);
         config.concurrency = config.concurrency.max(1);
         config.max_active = config.max_active.clamp(1, Semaphore::MAX_PERMITS);
         let turns = Arc::new(Semaphore::new(config.max_active));
@@ -167,6 +168,7 @@ impl Worker {
             "concurrency": c.concurrency,
             "max_active": c.max_active,
             "batch_size": c.batch_size,
+            "backlog_batch_size": c.backlog_batch_size,
             "poll_ms": c.poll_interval.as_millis() as u64,
             "sweep_ms": c.sweep_interval.as_millis() as u64,
             "contention_retries": c.contention_retries,
@@ -187,6 +189,8 @@ impl Worker {
         // request that breaks its connection holds up only itself, and is
         // found out: its attempt is then counted (see below).
         let mut careful: usize = 0;
+        // Doubled after a full claim, back to batch_size after a short one.
+        let mut size = self.config.batch_size;
         let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
             // A turn first (outside the batch's time limit: waiting for one
@@ -203,7 +207,7 @@ impl Worker {
                 self.idle(&wake, &shutdown).await;
                 continue;
             }
-            let limit = if careful > 0 { 1 } else { self.config.batch_size };
+            let limit = if careful > 0 { 1 } else { size };
             careful = careful.saturating_sub(1);
             let batch = self.process_once(limit, &mut in_hand, Some(&wake));
             let result = tokio::time::timeout(self.config.batch_timeout, batch).await;
@@ -215,10 +219,17 @@ impl Worker {
                 Ok(Ok(pass))
                     if pass.left_over > 0 || (pass.claimed as i64 >= limit && !wake.drained_since(pass.ticket)) =>
                 {
+                    // A backlog: bigger batches, fewer commits per request.
+                    if limit == size && pass.claimed as i64 >= limit {
+                        size = (size * 2).min(self.config.backlog_batch_size);
+                    }
                     pauses.committed();
                     continue;
                 }
-                Ok(Ok(_)) => pauses = Pauses::new(),
+                Ok(Ok(_)) => {
+                    pauses = Pauses::new();
+                    size = self.config.batch_size;
+                }
                 // A serialization failure at commit (--strategy serializable),
                 // or lock_timeout in a batch that took no savepoint:
                 // contention, not a fault; go again after a short pause.
@@ -250,6 +261,7 @@ impl Worker {
                     // Its requests are claimable again, unannounced.
                     wake.released();
                     careful = self.config.batch_size as usize;
+                    size = self.config.batch_size;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}

@@ -173,16 +173,23 @@ FOR UPDATE OF s SKIP LOCKED";
 /// Create bookings and give them their (already locked) seats, for many
 /// requests in one statement. Per booking: request id, event, customer, state
 /// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
-/// request id, seat number. A hold never outlives its event's sales: it is
-/// cut to the end of its sales, `seatq.sales_end` (a primary-key seek per hold, not a join: a join
-/// lets the planner scan every event). Returns, per booking, its request, id, expiry and
-/// how many seats changed.
+/// request id, event, seat number. A hold never outlives its event's sales:
+/// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
+/// per hold, not a join: a join lets the planner scan every event). Returns,
+/// per booking, its request, id, expiry and how many seats changed.
+///
+/// The seats are updated as the per-seat list drives, each a primary-key
+/// seek: the list carries each seat's event so that it meets seatq.seats
+/// before the bookings. Joined to the bookings first, the planner, which
+/// cannot tell how many seats each booking has, overestimates the rows of a
+/// big batch several times over and merges them with a scan of every seat
+/// of every event instead.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[])
         AS b(request_id, event_id, customer, state, total_cents, hold_secs)
 ), s AS (
-    SELECT * FROM unnest($7::bigint[], $8::int[]) AS s(request_id, seat_no)
+    SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
@@ -197,8 +204,8 @@ WITH b AS (
 ), taken AS (
     UPDATE seatq.seats t
     SET state = booking.state::text::seatq.seat_state, booking_id = booking.id, held_until = booking.held_until
-    FROM booking JOIN s USING (request_id)
-    WHERE t.event_id = booking.event_id AND t.seat_no = s.seat_no
+    FROM s JOIN booking USING (request_id)
+    WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no
     RETURNING t.booking_id
 )
 SELECT booking.request_id, booking.id AS booking, booking.held_until, coalesce(n.taken, 0) AS taken

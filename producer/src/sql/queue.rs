@@ -1,15 +1,16 @@
 //! The producer's side of the queue: enqueue, read requests back.
 
 /// Enqueue one request (idempotent on the key). Binds kind, payload, key,
-/// priority, run_at (NULL: now).
-pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4, $5)";
+/// priority, run_at (NULL: now), and batch, ref and line (NULL outside a batch).
+pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// Enqueue many requests in one statement; returns their ids in input order.
-/// Binds arrays of kind, payload, key, priority, run_at (NULL: now).
+/// Binds arrays of kind, payload, key, priority, run_at (NULL: now), batch,
+/// ref and line (NULL outside a batch).
 pub const ENQUEUE_MANY: &str = "
-SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority, t.run_at) AS id
-FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[], $5::timestamptz[])
-     WITH ORDINALITY AS t(kind, payload, key, priority, run_at, ord)
+SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority, t.run_at, t.batch, t.batch_ref, t.batch_line) AS id
+FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[], $8::int[])
+     WITH ORDINALITY AS t(kind, payload, key, priority, run_at, batch, batch_ref, batch_line, ord)
 ORDER BY t.ord";
 
 /// Which requests of a batch (arrays of kind $1, payload $2, key $3) reuse
@@ -39,9 +40,11 @@ ORDER BY b.ord";
 macro_rules! request_columns {
     () => {
         "id, kind, payload, idempotency_key, priority, status, attempts,
-         contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message"
+         contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message,
+         batch, batch_ref, batch_line"
     };
 }
+pub(crate) use request_columns;
 
 /// One request by id.
 pub const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seatq.requests WHERE id = $1");

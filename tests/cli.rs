@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{Running, TestDb, eventually};
+use common::{Running, TestDb, count_requests, eventually};
 use seatq_worker::Config;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -151,10 +151,6 @@ async fn setup_behind_proxy() -> Option<(TestDb, String, String, u16)> {
         return None;
     };
     Some((db, url, ev, port))
-}
-
-async fn count_requests(db: &TestDb) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap()
 }
 
 fn write_file(db: &TestDb, name: &str, lines: &[&[u8]]) -> PathBuf {

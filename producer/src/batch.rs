@@ -245,6 +245,26 @@ impl Batch {
         &self.lines.bad
     }
 
+    /// Each party as an outcome not known yet: status `queued`, with its
+    /// request id from `submitted`, line, ref, event and class. What a wait
+    /// that ends early reports for the parties not finished.
+    pub fn pending<'a>(&'a self, submitted: &'a Submitted) -> impl Iterator<Item = PartyOutcome> + 'a {
+        self.parties().iter().zip(&submitted.ids).map(|(party, id)| {
+            let (event, class) = event_and_class(&party.request.payload());
+            PartyOutcome {
+                line: party.batch.as_ref().map(|b| b.line),
+                reference: party.batch.as_ref().and_then(|b| b.reference.clone()),
+                id: Some(*id),
+                status: PartyStatus::Queued,
+                event,
+                class,
+                booking: None,
+                error_code: None,
+                error_message: None,
+            }
+        })
+    }
+
     /// Each refused line as an outcome (status `refused`, no request), with
     /// its ref when the line gave one.
     pub fn refused(&self) -> impl Iterator<Item = PartyOutcome> + '_ {
@@ -359,14 +379,14 @@ pub struct PartyOutcome {
 impl PartyOutcome {
     /// The outcome of a request as it stands, with its stored line and ref.
     pub fn of(record: &RequestRecord) -> PartyOutcome {
-        let int = |field: &str| record.payload.get(field).and_then(Value::as_i64);
+        let (event, class) = event_and_class(&record.payload);
         PartyOutcome {
             line: record.batch_line.and_then(|l| usize::try_from(l).ok()),
             reference: record.batch_ref.clone(),
             id: Some(record.id),
             status: record.status.into(),
-            event: int("event"),
-            class: int("class").and_then(|c| i16::try_from(c).ok()),
+            event,
+            class,
             booking: record.booking(),
             error_code: record.error_code.clone(),
             error_message: record.error_message.clone(),
@@ -385,6 +405,12 @@ impl PartyOutcome {
     pub fn is_failure(&self) -> bool {
         matches!(self.status, PartyStatus::Failed | PartyStatus::Dead | PartyStatus::Refused)
     }
+}
+
+/// The event and class a payload names, if it names them as integers.
+fn event_and_class(payload: &Value) -> (Option<i64>, Option<i16>) {
+    let int = |field: &str| payload.get(field).and_then(Value::as_i64);
+    (int("event"), int("class").and_then(|c| i16::try_from(c).ok()))
 }
 
 /// Parties of one kind of outcome.
@@ -608,8 +634,7 @@ impl Client {
         let rows: Vec<Row> = sqlx::query_as(sql::batch::BATCH_COUNTS).bind(name).fetch_all(self.pool()).await?;
         let mut status = BatchStatus { name: name.to_string(), ..BatchStatus::default() };
         for (event, class, request_status, error_code, parties, seats, first, last) in rows {
-            let event = event.as_ref().and_then(Value::as_i64);
-            let class = class.as_ref().and_then(Value::as_i64).and_then(|c| i16::try_from(c).ok());
+            let (event, class) = event_and_class(&serde_json::json!({ "event": event, "class": class }));
             status.summary.add_many(
                 event,
                 class,

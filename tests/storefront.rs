@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use common::{TestDb, client_named, count_requests, hold, sessions, wait_for_listener};
-use seatq::{Client, Error, ErrorCode, NewRequest, Request, SeatRequest, Status};
+use seatq::{Error, ErrorCode, NewRequest, Request, SeatRequest, Status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_customers_wait_on_one_listening_connection() {

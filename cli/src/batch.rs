@@ -147,12 +147,13 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
             report(&format!("enqueued nothing: {} bad lines (--strict)", batch.bad().len()));
         } else {
             let parties = submitted.ids.len();
+            let bad = batch.bad().len();
             report(&format!(
-                "batch {name:?}: {parties} {}: {} enqueued, {} already submitted; {} bad lines skipped",
+                "batch {name:?}: {parties} {}: {} enqueued, {} already submitted; {bad} bad {} skipped",
                 plural(parties, "party", "parties"),
                 submitted.enqueued,
                 parties - submitted.enqueued,
-                batch.bad().len()
+                plural(bad, "line", "lines"),
             ));
         }
     }
@@ -362,7 +363,7 @@ fn summary_text(name: &str, s: &Summary) -> String {
         t.queued
     );
     if s.refused > 0 {
-        text.push_str(&format!("; {} lines refused", s.refused));
+        text.push_str(&format!("; {} {} refused", s.refused, plural(s.refused as usize, "line", "lines")));
     }
     if !s.groups.is_empty() {
         text.push_str(&format!(

@@ -290,6 +290,9 @@ async fn a_key_reused_for_another_request_is_refused_from_sql() {
         .bind([None, Some("order-1")])
         .bind([0, 0])
         .bind([None::<chrono::DateTime<Utc>>, None])
+        .bind([None::<&str>, None])
+        .bind([None::<&str>, None])
+        .bind([None::<i32>, None])
         .fetch_all(&db.pool)
         .await;
     assert!(batch.as_ref().is_err_and(seatq::sqlstate::is_idempotency_conflict), "{batch:?}");

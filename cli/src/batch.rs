@@ -110,10 +110,11 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
     }
     .with_context(|| format!("reading {file}"))?;
     let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage(format!("--batch: {e}")))?;
-    let client = if (args.strict && !batch.bad().is_empty()) || batch.parties().is_empty() {
+    let client = if batch.parties().is_empty() {
         None
     } else {
-        // A line reusing a key for another request is a bad line too.
+        // A line reusing a key for another request is a bad line too (found
+        // under --strict as well, so that one run names every bad line).
         let client = ctx.connect().await?;
         let mut backoff = ctx.retry.backoff();
         loop {
@@ -144,7 +145,8 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
     });
     if !ctx.json {
         if refused {
-            report(&format!("enqueued nothing: {} bad lines (--strict)", batch.bad().len()));
+            let bad = batch.bad().len();
+            report(&format!("enqueued nothing: {bad} bad {} (--strict)", plural(bad, "line", "lines")));
         } else {
             let parties = submitted.ids.len();
             let bad = batch.bad().len();

@@ -222,45 +222,19 @@ const LINE_COLUMNS: [&str; 5] = ["kind", "ref", "idempotency_key", "priority", "
 /// read as CSV does (RFC 4180 quoting). A cell that does not read as its
 /// column's type is passed on as text, so the line is refused naming the
 /// field, as a JSON line would be. Only an I/O error fails the whole parse.
-pub fn parse_csv(mut reader: impl Read) -> std::io::Result<Parsed> {
+pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
     let mut parsed = Parsed::default();
-    // Read whole, to number the lines: the csv crate's record positions
-    // count from where it started reading, before any blank lines it skipped.
-    let mut data = Vec::new();
-    reader.read_to_end(&mut data)?;
-    let mut lines = LineNumbers { data: &data, at: 0, line: 1 };
-    let mut csv = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data.as_slice());
-    let mut record = csv::ByteRecord::new();
     let mut header: Option<Vec<String>> = None;
-    loop {
-        match csv.read_byte_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => match e.into_kind() {
-                csv::ErrorKind::Io(e) => return Err(e),
-                other => {
-                    // Not a CSV line (an unclosed quote runs to the end of the file).
-                    let line = lines.at(csv.position().byte() as usize);
-                    parsed.bad.push(BadLine { line, code: "invalid_line".into(), reason: format!("{other:?}") });
-                    continue;
-                }
-            },
-        }
-        let n = lines.at(record.position().map_or(0, |p| p.byte() as usize));
+    for (n, cells) in csv_records(reader)? {
         let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
-        let cells: Result<Vec<&str>, _> = record.iter().map(std::str::from_utf8).collect();
-        let mut cells = match cells {
+        let cells = match cells {
             Ok(cells) => cells,
-            Err(e) => {
-                parsed.bad.push(bad("invalid_line", format!("not valid UTF-8: {e}")));
+            Err(reason) => {
+                parsed.bad.push(bad("invalid_line", reason));
                 continue;
             }
         };
         let Some(columns) = &header else {
-            // Some editors start a file with a byte-order mark.
-            if let Some(first) = cells.first_mut() {
-                *first = first.strip_prefix('\u{feff}').unwrap_or(first);
-            }
             match csv_header(&cells) {
                 Ok(columns) => header = Some(columns),
                 Err(reason) => {
@@ -284,6 +258,48 @@ pub fn parse_csv(mut reader: impl Read) -> std::io::Result<Parsed> {
         parsed.bad.push(BadLine { line: 1, code: "missing_column".into(), reason });
     }
     Ok(parsed)
+}
+
+/// The records of a CSV file (RFC 4180 quoting; blank lines skipped), each
+/// with the number of the line it starts on, as its cells (the first without
+/// a byte-order mark, as some editors write one) or why it is not a line of
+/// CSV in UTF-8: what a CSV reader here starts from. Only an I/O error fails.
+pub(crate) fn csv_records(mut reader: impl Read) -> std::io::Result<Vec<(usize, Result<Vec<String>, String>)>> {
+    // Read whole, to number the lines: the csv crate's record positions
+    // count from where it started reading, before any blank lines it skipped.
+    let mut data = Vec::new();
+    reader.read_to_end(&mut data)?;
+    let mut lines = LineNumbers { data: &data, at: 0, line: 1 };
+    let mut csv = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data.as_slice());
+    let mut record = csv::ByteRecord::new();
+    let mut records = Vec::new();
+    loop {
+        match csv.read_byte_record(&mut record) {
+            Ok(false) => return Ok(records),
+            Ok(true) => {}
+            Err(e) => match e.into_kind() {
+                csv::ErrorKind::Io(e) => return Err(e),
+                // An unclosed quote runs to the end of the file.
+                other => {
+                    records.push((lines.at(csv.position().byte() as usize), Err(format!("not CSV: {other:?}"))));
+                    continue;
+                }
+            },
+        }
+        let n = lines.at(record.position().map_or(0, |p| p.byte() as usize));
+        let cells: Result<Vec<String>, _> =
+            record.iter().map(|cell| std::str::from_utf8(cell).map(str::to_string)).collect();
+        let cells = cells.map_err(|e| format!("not valid UTF-8: {e}")).map(|mut cells| {
+            if records.is_empty()
+                && let Some(first) = cells.first_mut()
+                && let Some(rest) = first.strip_prefix('\u{feff}')
+            {
+                *first = rest.to_string();
+            }
+            cells
+        });
+        records.push((n, cells));
+    }
 }
 
 /// Line numbers of a file's records, found from their byte offsets in
@@ -310,7 +326,7 @@ impl LineNumbers<'_> {
 }
 
 /// The columns a header names, in lower case; each known, none twice, `kind` among them.
-fn csv_header(cells: &[&str]) -> Result<Vec<String>, String> {
+fn csv_header(cells: &[String]) -> Result<Vec<String>, String> {
     let known = |c: &str| LINE_COLUMNS.contains(&c) || PAYLOAD_COLUMNS.iter().any(|(p, _)| *p == c);
     let mut columns: Vec<String> = Vec::with_capacity(cells.len());
     for cell in cells {
@@ -335,7 +351,7 @@ fn csv_header(cells: &[&str]) -> Result<Vec<String>, String> {
 }
 
 /// One CSV line: its ref, and its request or why it is bad.
-fn csv_line(columns: &[String], cells: &[&str]) -> (Option<String>, Result<NewRequest, RequestError>) {
+fn csv_line(columns: &[String], cells: &[String]) -> (Option<String>, Result<NewRequest, RequestError>) {
     let mut payload = Map::new();
     let (mut kind, mut reference, mut key, mut priority, mut run_at) = ("", None, None, 0, None);
     let invalid = |message: String| RequestError { code: ErrorCode::InvalidRequest, message };

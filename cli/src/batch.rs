@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::StreamExt as _;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use seatq::batch::{Batch, BatchStatus, OutcomeWriter, PartyOutcome, PartyStatus, Summary};
 use seatq::bulk::Format;
 use tokio::time::Instant;
@@ -229,8 +229,8 @@ async fn follow(
         let outcome = outcome?;
         seats += outcome.seats();
         failures += usize::from(outcome.is_failure());
-        bar.inc(1);
         bar.set_message(format!("{seats} seats booked, {failures} failed"));
+        bar.inc(1);
         if let Some(i) = outcome.line.and_then(|l| place.get(&l)) {
             outcomes[*i] = outcome;
         }
@@ -248,9 +248,13 @@ fn progress_bar(total: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);
-    let template = "{bar:30} {pos}/{len} parties, {msg} ({per_sec}, {eta} left)";
+    // The bar takes what the text leaves of the terminal's width.
+    let template = "{wide_bar} {pos}/{len} parties | {msg} | {rate} | {eta} left";
     if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style.progress_chars("=> "));
+        let rate = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{:.0}/s", state.per_sec());
+        };
+        bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
     }
     bar.set_message("0 seats booked, 0 failed");
     bar

@@ -212,7 +212,7 @@ async fn follow(
         outcomes.iter().enumerate().filter_map(|(i, o)| o.line.map(|l| (l, i))).collect();
     let bar = progress_bar(batch.parties().len() as u64);
     let (mut seats, mut failures) = (0, 0);
-    let mut stream = std::pin::pin!(client.batch_outcomes(batch, submitted));
+    let mut stream = client.batch_outcomes(batch, submitted);
     let mut timed_out = false;
     loop {
         let next = match deadline {
@@ -311,7 +311,7 @@ pub(crate) async fn batch(ctx: &Ctx, command: BatchCommand) -> anyhow::Result<Ex
         BatchCommand::Results { name, out, format } => {
             let format = format.map(Format::from).or_else(|| Format::of_path(&out)).unwrap_or(Format::Jsonl);
             let client = ctx.connect().await?;
-            let mut rows = std::pin::pin!(client.batch_results(&name));
+            let mut rows = client.batch_results(&name);
             let Some(first) = rows.next().await.transpose()? else {
                 eprintln!("batch {name:?} has no requests");
                 return Ok(ExitCode::FAILURE);

@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
-use futures_util::stream::{self, Stream, StreamExt as _};
+use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -596,7 +596,7 @@ impl Client {
         &self,
         batch: &Batch,
         submitted: &Submitted,
-    ) -> impl Stream<Item = Result<PartyOutcome, Error>> + Send + use<> {
+    ) -> BoxStream<'static, Result<PartyOutcome, Error>> {
         let mut places: HashMap<i64, Vec<(usize, Option<String>)>> = HashMap::new();
         for (party, id) in batch.parties().iter().zip(&submitted.ids) {
             let (line, reference) = party.batch.as_ref().map(|b| (b.line, b.reference.clone())).unwrap_or_default();
@@ -606,23 +606,25 @@ impl Client {
             let mut seen = HashSet::new();
             submitted.ids.iter().copied().filter(|id| seen.insert(*id)).collect()
         };
-        self.wait_each(&ids).flat_map(move |finished| {
-            let outcomes: Vec<Result<PartyOutcome, Error>> = match finished {
-                Err(e) => vec![Err(e)],
-                Ok(record) => {
-                    let outcome = PartyOutcome::of(&record);
-                    places
-                        .get(&record.id)
-                        .into_iter()
-                        .flatten()
-                        .map(|(line, reference)| {
-                            Ok(PartyOutcome { line: Some(*line), reference: reference.clone(), ..outcome.clone() })
-                        })
-                        .collect()
-                }
-            };
-            stream::iter(outcomes)
-        })
+        self.wait_each(&ids)
+            .flat_map(move |finished| {
+                let outcomes: Vec<Result<PartyOutcome, Error>> = match finished {
+                    Err(e) => vec![Err(e)],
+                    Ok(record) => {
+                        let outcome = PartyOutcome::of(&record);
+                        places
+                            .get(&record.id)
+                            .into_iter()
+                            .flatten()
+                            .map(|(line, reference)| {
+                                Ok(PartyOutcome { line: Some(*line), reference: reference.clone(), ..outcome.clone() })
+                            })
+                            .collect()
+                    }
+                };
+                stream::iter(outcomes)
+            })
+            .boxed()
     }
 
     /// The batch `name` as the database holds it: its requests counted by
@@ -652,11 +654,12 @@ impl Client {
     /// Every request of the batch `name` as an outcome, in the order of the
     /// lines they were first submitted from, read as they come (however
     /// large the batch, it is never all in memory).
-    pub fn batch_results<'a>(&'a self, name: &str) -> impl Stream<Item = Result<PartyOutcome, Error>> + Send + use<'a> {
+    pub fn batch_results(&self, name: &str) -> BoxStream<'_, Result<PartyOutcome, Error>> {
         sqlx::query_as::<_, RequestRecord>(sql::batch::BATCH_REQUESTS)
             .bind(name.to_string())
             .fetch(self.pool())
             .map(|row| row.map(|record| PartyOutcome::of(&record)).map_err(Error::from))
+            .boxed()
     }
 }
 
@@ -688,7 +691,8 @@ pub struct OutcomeWriter<W: Write> {
 
 enum Out<W: Write> {
     Jsonl(W),
-    Csv(csv::Writer<W>),
+    /// Boxed: the CSV writer holds its buffer inline.
+    Csv(Box<csv::Writer<W>>),
 }
 
 impl<W: Write> OutcomeWriter<W> {
@@ -699,7 +703,7 @@ impl<W: Write> OutcomeWriter<W> {
             Format::Csv => {
                 let mut csv = csv::Writer::from_writer(out);
                 csv.write_record(OUTCOME_COLUMNS)?;
-                Out::Csv(csv)
+                Out::Csv(Box::new(csv))
             }
         };
         Ok(OutcomeWriter { out })

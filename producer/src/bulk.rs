@@ -260,11 +260,15 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
     Ok(parsed)
 }
 
+/// A CSV record: the number of the line it starts on, and its cells or why
+/// it cannot be read.
+pub(crate) type CsvRecord = (usize, Result<Vec<String>, String>);
+
 /// The records of a CSV file (RFC 4180 quoting; blank lines skipped), each
 /// with the number of the line it starts on, as its cells (the first without
 /// a byte-order mark, as some editors write one) or why it is not a line of
 /// CSV in UTF-8: what a CSV reader here starts from. Only an I/O error fails.
-pub(crate) fn csv_records(mut reader: impl Read) -> std::io::Result<Vec<(usize, Result<Vec<String>, String>)>> {
+pub(crate) fn csv_records(mut reader: impl Read) -> std::io::Result<Vec<CsvRecord>> {
     // Read whole, to number the lines: the csv crate's record positions
     // count from where it started reading, before any blank lines it skipped.
     let mut data = Vec::new();

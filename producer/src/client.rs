@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::stream::{self, FuturesUnordered, Stream, StreamExt as _};
+use futures_util::stream::{self, BoxStream, FuturesUnordered, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::postgres::{PgExecutor, PgPool, PgPoolOptions};
@@ -376,7 +376,7 @@ impl Client {
     /// Served by the same hub as [`Client::wait`]: however many requests,
     /// one listening connection, and each read of their rows one statement
     /// for all of them. No deadline: wrap each `next()` in a timeout for one.
-    pub fn wait_each(&self, ids: &[i64]) -> impl Stream<Item = Result<RequestRecord, Error>> + Send + use<> {
+    pub fn wait_each(&self, ids: &[i64]) -> BoxStream<'static, Result<RequestRecord, Error>> {
         let waiters = self.waiters.clone();
         let ids = ids.to_vec();
         stream::once(async move {
@@ -403,6 +403,7 @@ impl Client {
             stream::iter(ready).chain(pending)
         })
         .flatten()
+        .boxed()
     }
 
     /// Queue depth, oldest queued age and seats by state.

@@ -532,7 +532,8 @@ async fn a_wait_that_times_out_writes_what_it_knows_and_exits_2() {
     let args = ["enqueue", "--file", file.to_str().unwrap(), "--wait", "--timeout", "1", "--out"];
     // No worker runs: nothing finishes.
     let out = seatq_exits(&url, &[&args[..], &[out_file.to_str().unwrap()]].concat(), 2).await;
-    assert!(out.stderr.contains("4 parties have no outcome yet (timed out waiting)"), "{out:?}");
+    assert!(out.stderr.contains("4 parties without an outcome: request "), "{out:?}");
+    assert!(out.stderr.contains("(timed out waiting)"), "{out:?}");
     let statuses: Vec<Value> = json_lines(&out_file).iter().map(|o| o["status"].clone()).collect();
     assert_eq!(statuses, ["queued", "queued", "refused", "refused", "queued", "queued"]);
 

@@ -101,6 +101,7 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
             return Err(Usage(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into());
         }
     };
+    seatq::batch::check_name(&name).map_err(|e| Usage(format!("--batch {name:?}: {}", e.message)))?;
     let format = args.format.map(Format::from).or_else(|| Format::of_path(file)).unwrap_or(Format::Jsonl);
     let parsed = if file == "-" {
         format.parse(std::io::stdin().lock())
@@ -109,7 +110,7 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
         format.parse(std::io::BufReader::new(f))
     }
     .with_context(|| format!("reading {file}"))?;
-    let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage(format!("--batch: {e}")))?;
+    let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage(e.message))?;
     let client = if batch.parties().is_empty() {
         None
     } else {
@@ -161,9 +162,13 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
     }
     let mut failed = !batch.bad().is_empty();
     let mut timed_out = None;
-    if let (Some(client), true) = (client.as_ref(), args.wait && !refused) {
+    if args.wait && !refused {
         let deadline = args.timeout.map(|t| Instant::now() + Duration::from_secs(t));
-        let (outcomes, unfinished) = follow(client, &batch, &submitted, deadline).await?;
+        let (outcomes, unfinished) = match client.as_ref() {
+            Some(client) => follow(client, &batch, &submitted, deadline).await?,
+            // Every line bad: their outcomes are all known.
+            None => (batch.refused().collect(), None),
+        };
         let mut summary = Summary::default();
         outcomes.iter().for_each(|o| summary.add(o));
         failed |= summary.any_failed();
@@ -185,15 +190,24 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
         }
         timed_out = unfinished;
     }
+    let timeout = timed_out.map(|unfinished| {
+        let n = unfinished.len();
+        let first = seatq::Error::Timeout(unfinished.first().copied().unwrap_or_default());
+        anyhow::Error::new(first)
+            .context(format!("batch {name:?}: {n} {} without an outcome", plural(n, "party", "parties")))
+    });
     if ctx.json {
+        // One document, with the timeout in it (exit status 2 all the same).
+        if let Some(e) = &timeout {
+            doc["error"] = serde_json::json!({ "code": crate::error_code(e), "message": crate::error_text(e) });
+        }
         report(&doc.to_string());
     }
-    if let Some(unfinished) = timed_out {
-        let first = unfinished.first().copied().unwrap_or_default();
-        return Err(anyhow::Error::new(seatq::Error::Timeout(first))
-            .context(format!("batch {name:?}: {} parties have no outcome yet (timed out waiting)", unfinished.len())));
+    match timeout {
+        Some(_) if ctx.json => Ok(ExitCode::from(2)),
+        Some(e) => Err(e),
+        None => Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }),
     }
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// Follow the parties' outcomes until all are known or `deadline` passes,

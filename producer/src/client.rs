@@ -383,7 +383,7 @@ impl Client {
             // Registered before the first read, so that a finish in between
             // is not missed.
             let registered: Vec<Waiter> = ids.iter().map(|id| waiters.register(*id)).collect();
-            let mut done: HashMap<i64, Finished> = match waiters.read(&ids).await {
+            let done: HashMap<i64, Finished> = match waiters.read(&ids).await {
                 Ok(rows) => rows.into_iter().collect(),
                 // The hub reads every waiter itself at its next poll.
                 Err(e) => {
@@ -399,7 +399,6 @@ impl Client {
                     None => pending.push(async move { waiter.finished().await.into_result(waiter.id()) }),
                 }
             }
-            done.clear();
             stream::iter(ready).chain(pending)
         })
         .flatten()

@@ -617,12 +617,14 @@ async fn a_wait_retries_through_a_lost_connection() {
     // outcome cannot have come); it retries, and prints the outcome once
     // the server is back and a worker has processed the request.
     // Whichever notices the outage first says so: the command's own wait
-    // (it retries), or the client's shared listener (it polls meanwhile).
+    // (it retries), or the client's shared listener (it polls meanwhile),
+    // which may lose its connection or, if it had none yet, fail to listen.
     proxy.go_down();
     let noticed = eventually(Duration::from_secs(30), || async {
         let stderr = cli.stderr();
         stderr.contains("waiting for the outcome failed; retrying")
             || stderr.contains("lost the connection listening for finished requests")
+            || stderr.contains("could not listen for finished requests")
     })
     .await;
     assert!(noticed, "seatq never said it lost the server; stderr: {}", cli.stderr());

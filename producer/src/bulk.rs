@@ -102,9 +102,7 @@ impl Parsed {
             self.refs.insert(line, reference);
         }
     }
-}
 
-impl Parsed {
     /// Move the requests of `good` at these positions (with why each is
     /// refused, e.g. from [`crate::Client::idempotency_conflicts`]) to `bad`,
     /// by line number; `bad` stays in line order.

@@ -38,6 +38,15 @@ CREATE TABLE seatq.requests (
     result             jsonb,
     error_code         text,
     error_message      text,
+    -- A request submitted in a batch (a file of parties, docs/group-bookings.md):
+    -- the batch's name, the submitter's own reference for the line (`ref`), if
+    -- any, and the line's number in the file it was first submitted from. NULL
+    -- outside a batch. Kept on the request itself, so that reading a batch is a
+    -- plain SELECT on this table, answered for whoever may read the requests.
+    batch              text CHECK (char_length(batch) BETWEEN 1 AND 200),
+    batch_ref          text CHECK (char_length(batch_ref) BETWEEN 1 AND 200),
+    batch_line         int CHECK (batch_line > 0),
+    CONSTRAINT batch_ref_in_batch CHECK (batch IS NOT NULL OR (batch_ref IS NULL AND batch_line IS NULL)),
     CONSTRAINT outcome_matches_status CHECK (
         (status = 'queued')
      OR (status = 'succeeded' AND result IS NOT NULL AND error_code IS NULL)
@@ -51,6 +60,9 @@ CREATE INDEX requests_finished ON seatq.requests (finished_at) WHERE status <> '
 -- key's index, on insert or on the update that records their outcome.
 CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
+-- A batch's requests (`seatq batch status`, `seatq batch results`); requests
+-- outside a batch have no entry.
+CREATE INDEX requests_batch ON seatq.requests (batch, batch_line) WHERE batch IS NOT NULL;
 
 -- The queue table churns (every request is updated once and later deleted):
 -- vacuum it after 2% of it changed rather than the default 20%, so dead
@@ -68,7 +80,9 @@ ALTER TABLE seatq.requests SET (
 -- mistake that would otherwise pass silently, so it is refused with seatq's
 -- own SQLSTATE SQ001, its message starting with the code
 -- `idempotency_conflict` (core/src/sqlstate.rs), and nothing is inserted. A
--- NULL run_at means now. The priority is an
+-- NULL run_at means now. p_batch, p_batch_ref and p_batch_line tag a request of
+-- a batch (on the first enqueue only: a repeat returns the first request as it
+-- is). The priority is an
 -- int here but a smallint in the table: out of range, it fails naming the
 -- argument and the range (SQLSTATE 22003) rather than with a bare "smallint
 -- out of range".
@@ -92,7 +106,10 @@ CREATE FUNCTION seatq.enqueue(
     p_payload jsonb,
     p_idempotency_key text DEFAULT NULL,
     p_priority int DEFAULT 0,
-    p_run_at timestamptz DEFAULT now()
+    p_run_at timestamptz DEFAULT now(),
+    p_batch text DEFAULT NULL,
+    p_batch_ref text DEFAULT NULL,
+    p_batch_line int DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -104,8 +121,8 @@ BEGIN
         RAISE EXCEPTION 'priority must be between -32768 and 32767'
             USING ERRCODE = 'numeric_value_out_of_range', DETAIL = format('priority %s was given', p_priority);
     END IF;
-    INSERT INTO seatq.requests (kind, payload, idempotency_key, priority, run_at)
-    VALUES (p_kind, p_payload, p_idempotency_key, p_priority, coalesce(p_run_at, now()))
+    INSERT INTO seatq.requests (kind, payload, idempotency_key, priority, run_at, batch, batch_ref, batch_line)
+    VALUES (p_kind, p_payload, p_idempotency_key, p_priority, coalesce(p_run_at, now()), p_batch, p_batch_ref, p_batch_line)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN

@@ -46,10 +46,11 @@ GRANT SELECT ON seatq._sqlx_migrations TO seatq_producer, seatq_worker, seatq_ad
 -- columns) and read outcomes and who is working. The trigger functions run
 -- with the inserter's rights, so the validation helpers are theirs to
 -- execute too.
-GRANT INSERT (kind, payload, idempotency_key, priority, run_at) ON seatq.requests TO seatq_producer;
+GRANT INSERT (kind, payload, idempotency_key, priority, run_at, batch, batch_ref, batch_line) ON seatq.requests
+    TO seatq_producer;
 GRANT SELECT ON seatq.requests, seatq.events, seatq.workers TO seatq_producer;
 GRANT EXECUTE ON FUNCTION
-    seatq.enqueue(text, jsonb, text, int, timestamptz),
+    seatq.enqueue(text, jsonb, text, int, timestamptz, text, text, int),
     seatq.request_error(text, jsonb),
     seatq.range_error(text, numeric, numeric, numeric),
     seatq.is_json_int(jsonb),

@@ -1,5 +1,7 @@
 //! The `seatq` command line, run as a real process against a test database:
-//! outcomes and exit codes, JSON output, bulk files, idempotency keys, and
+//! outcomes and exit codes, JSON output, bulk files, group bookings (a file
+//! of parties in, each line's outcome out, as JSON lines or CSV; a batch
+//! submitted again; `seatq batch`), idempotency keys, and
 //! retrying through refused connections, a connection lost while waiting and
 //! a connection lost during a bulk file's COMMIT (through a TCP proxy that
 //! the test controls).
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{Running, TestDb, eventually};
+use common::{Running, TestDb, count_requests, eventually};
 use seatq_worker::Config;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -153,10 +155,6 @@ async fn setup_behind_proxy() -> Option<(TestDb, String, String, u16)> {
     Some((db, url, ev, port))
 }
 
-async fn count_requests(db: &TestDb) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap()
-}
-
 fn write_file(db: &TestDb, name: &str, lines: &[&[u8]]) -> PathBuf {
     let path = std::env::temp_dir().join(format!("{}-{name}.jsonl", db.name));
     let mut f = std::fs::File::create(&path).unwrap();
@@ -264,9 +262,12 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
     assert!(out.stdout.contains("enqueued nothing: 3 bad lines"), "{out:?}");
     assert_eq!(count_requests(&db).await, 0);
 
-    // Otherwise the good ones, each bad line reported as file:line.
+    // Otherwise the good ones, each bad line reported as file:line; the
+    // batch is named after the file.
     let out = seatq_exits(&url, &["enqueue", "--file", path], 1).await;
-    assert!(out.stdout.contains("enqueued 2 requests (3 bad lines skipped)"), "{out:?}");
+    let expected =
+        format!("batch \"{}-mixed\": 2 parties: 2 enqueued, 0 already submitted; 3 bad lines skipped", db.name);
+    assert_eq!(out.stdout.trim(), expected, "{out:?}");
     for expected in [
         format!("{path}:2: invalid_json: "),
         format!("{path}:3: invalid_json: not valid UTF-8"),
@@ -278,13 +279,15 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
 
     let report = seatq_exits(&url, &json(&["enqueue", "--file", path]), 1).await.json();
     assert_eq!(report["enqueued"].as_array().map(Vec::len), Some(2), "{report}");
+    assert_eq!(report["new"], 0, "{report}");
     let lines: Vec<&Value> = report["bad_lines"].as_array().unwrap().iter().map(|b| &b["line"]).collect();
     assert_eq!(lines, [2, 3, 5], "{report}");
-    assert_eq!(count_requests(&db).await, 4, "lines without a key are enqueued again");
+    assert_eq!(count_requests(&db).await, 2, "submitting the file again enqueues nothing");
 
     let good = write_file(&db, "good", &[&book_line(&ev, "c")]);
     let out = seatq_exits(&url, &["enqueue", "--file", good.to_str().unwrap()], 0).await;
-    assert_eq!(out.stdout.trim(), "enqueued 1 requests (0 bad lines skipped)", "{out:?}");
+    let expected = format!("batch \"{}-good\": 1 party: 1 enqueued, 0 already submitted; 0 bad lines skipped", db.name);
+    assert_eq!(out.stdout.trim(), expected, "{out:?}");
     let _ = std::fs::remove_file(file);
     let _ = std::fs::remove_file(good);
     db.close().await;
@@ -344,6 +347,203 @@ async fn a_key_reused_for_another_request_is_refused_with_exit_1() {
     assert_eq!(count_requests(&db).await, 2);
     let _ = std::fs::remove_file(file);
     db.close().await;
+}
+
+/// `text` in a file of the test's own, named `{database}-{name}` (the
+/// batch's name is the part before the extension).
+fn write_text(db: &TestDb, name: &str, text: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{}-{name}", db.name));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A tour operator's file for an event of 12 seats: parties with refs, a
+/// broken line, a blank one, a party too large, one with no ref, and one
+/// (last to run) for which too few seats are left.
+fn tour_file(db: &TestDb, ev: &str) -> PathBuf {
+    let party = |reference: &str, party: u32, customer: &str, priority: i16| {
+        let reference = if reference.is_empty() { String::new() } else { format!(r#""ref": "{reference}", "#) };
+        format!(
+            r#"{{{reference}"kind": "book", "priority": {priority}, "payload": {{"event": {ev}, "class": 1, "party": {party}, "customer": "{customer}"}}}}"#
+        )
+    };
+    let lines = [
+        party("P1", 4, "Smith", 0),
+        party("P2", 4, "Jones", 0),
+        r#"{"ref": "P3", "kind": "book", "payload": {"event": "#.to_string(),
+        String::new(),
+        party("P5", 12, "Lee", 0),
+        party("P6", 5, "Kim", -1),
+        party("", 2, "anon", 0),
+    ];
+    write_text(db, "tour.jsonl", &lines.join("\n"))
+}
+
+/// The lines of a JSON-lines file.
+fn json_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_wait_writes_each_lines_outcome_and_exits_1_when_a_party_failed() {
+    let (db, url, ev) = setup(12).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let file = tour_file(&db, &ev);
+    let path = file.to_str().unwrap();
+    let out_file = write_text(&db, "tour-outcomes.jsonl", "");
+    let out_path = out_file.to_str().unwrap();
+    let name = format!("{}-tour", db.name);
+
+    let out = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_path], 1).await;
+    for expected in [format!("{path}:3: invalid_json: "), format!("{path}:5: party_out_of_range: party: 12")] {
+        assert!(out.stderr.contains(&expected), "{expected:?} missing: {out:?}");
+    }
+    assert!(!out.stderr.contains("parties,"), "no progress bar when standard error is not a terminal: {out:?}");
+    let summary = format!(
+        "batch \"{name}\": 4 parties: 3 booked (10 seats), 1 sold out, 0 other failures, 0 queued; 2 lines refused"
+    );
+    assert!(out.stdout.contains(&summary), "{out:?}");
+    assert!(out.stdout.contains("failures by error code: invalid_json 1, party_out_of_range 1, sold_out 1"), "{out:?}");
+
+    // One line per line of the file (the blank one aside), in its order,
+    // each with its ref.
+    let outcomes = json_lines(&out_file);
+    let got: Vec<(&Value, &Value, &Value, &Value)> =
+        outcomes.iter().map(|o| (&o["line"], &o["ref"], &o["status"], &o["error_code"])).collect();
+    let expected: [(Value, Value, Value, Value); 6] = [
+        (1.into(), "P1".into(), "succeeded".into(), Value::Null),
+        (2.into(), "P2".into(), "succeeded".into(), Value::Null),
+        (3.into(), Value::Null, "refused".into(), "invalid_json".into()),
+        (5.into(), "P5".into(), "refused".into(), "party_out_of_range".into()),
+        (6.into(), "P6".into(), "failed".into(), "sold_out".into()),
+        (7.into(), Value::Null, "succeeded".into(), Value::Null),
+    ];
+    let expected: Vec<(&Value, &Value, &Value, &Value)> = expected.iter().map(|(a, b, c, d)| (a, b, c, d)).collect();
+    assert_eq!(got, expected);
+    let booking = &outcomes[0]["booking"];
+    assert_eq!(booking["customer"], "Smith");
+    let seats = booking["seats"].as_array().unwrap();
+    assert_eq!(seats.len(), 4);
+    assert!(seats.iter().all(|s| s["label"].as_str().is_some_and(|l| !l.is_empty())), "{booking}");
+    let total: i64 = seats.iter().map(|s| s["price_cents"].as_i64().unwrap()).sum();
+    assert_eq!(booking["total_cents"], total);
+    assert!(outcomes[4]["error_message"].as_str().is_some_and(|m| m.contains("left")), "{}", outcomes[4]);
+    let ids: Vec<i64> = outcomes.iter().filter_map(|o| o["id"].as_i64()).collect();
+    assert_eq!(ids.len(), 4);
+    assert_eq!(db.seats_taken(ev.parse().unwrap()).await, 10);
+
+    // Submitted again: nothing new, the same outcomes from the record.
+    let before = count_requests(&db).await;
+    let again = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_path], 1).await;
+    assert!(again.stdout.contains("4 parties: 0 enqueued, 4 already submitted"), "{again:?}");
+    assert_eq!(count_requests(&db).await, before, "nothing new enqueued");
+    assert_eq!(json_lines(&out_file), outcomes);
+    assert!(!Path::new(&format!("{out_path}.partial")).exists());
+
+    // Read back by its name, by another process.
+    let status = seatq_exits(&url, &json(&["batch", "status", &name]), 0).await.json();
+    let total = &status["summary"]["total"];
+    assert_eq!((&total["parties"], &total["booked"], &total["seats"]), (&4.into(), &3.into(), &10.into()), "{status}");
+    assert_eq!((&total["sold_out"], &total["failed"], &total["queued"]), (&1.into(), &0.into(), &0.into()), "{status}");
+    let text = seatq_exits(&url, &["batch", "status", &name], 0).await;
+    assert!(text.stdout.contains("by status: failed 1, succeeded 3"), "{text:?}");
+    let results = seatq_exits(&url, &["batch", "results", &name], 0).await;
+    let read_back: Vec<Value> = results.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let enqueued: Vec<&Value> = outcomes.iter().filter(|o| o["status"] != "refused").collect();
+    assert_eq!(read_back.iter().collect::<Vec<_>>(), enqueued, "the same outcomes, from the database alone");
+    let unknown = seatq_exits(&url, &["batch", "status", "no-such-batch"], 1).await;
+    assert!(unknown.stdout.contains("batch \"no-such-batch\" has no requests"), "{unknown:?}");
+
+    workers.stop().await;
+    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(out_file);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_csv_file_in_and_outcomes_out_as_csv() {
+    let (db, url, ev) = setup(12).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let csv_in = write_text(
+        &db,
+        "groups.csv",
+        &format!(
+            "ref,kind,event,class,party,customer,seats\n\
+             G-1,book,{ev},1,2,\"Smith, J.\",\n\
+             G-2,book,{ev},,,Jones,5 6\n\
+             G-3,book,{ev},1,twenty,Lee,\n"
+        ),
+    );
+    let out_csv = std::env::temp_dir().join(format!("{}-groups-out.csv", db.name));
+    let (path, out_path) = (csv_in.to_str().unwrap(), out_csv.to_str().unwrap());
+
+    let out = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_path], 1).await;
+    assert!(out.stderr.contains(&format!("{path}:4: wrong_type: party")), "{out:?}");
+    let rows: Vec<Vec<String>> = csv::Reader::from_path(&out_csv)
+        .expect("outcomes")
+        .records()
+        .map(|r| r.expect("CSV line").iter().map(String::from).collect())
+        .collect();
+    let header: Vec<String> =
+        csv::Reader::from_path(&out_csv).unwrap().headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header, seatq::batch::OUTCOME_COLUMNS);
+    let column = |row: &[String], name: &str| row[header.iter().position(|h| h == name).unwrap()].clone();
+    let got: Vec<(String, String, String)> =
+        rows.iter().map(|r| (column(r, "line"), column(r, "ref"), column(r, "status"))).collect();
+    let expected = [("2", "G-1", "succeeded"), ("3", "G-2", "succeeded"), ("4", "G-3", "refused")];
+    assert_eq!(got, expected.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())));
+    assert_eq!(column(&rows[1], "seats"), "5 6");
+    assert_eq!(column(&rows[1], "seat_labels"), "Cabin, row 1, seat 1E; Cabin, row 1, seat 1F");
+    assert_eq!(column(&rows[1], "total"), "1800.00");
+    assert_eq!(column(&rows[2], "error_code"), "wrong_type");
+    assert_eq!(db.seats_taken(ev.parse().unwrap()).await, 4);
+
+    // `batch results` writes CSV by the extension, the same lines (the
+    // refused one was never a request).
+    let results = std::env::temp_dir().join(format!("{}-groups-results.csv", db.name));
+    let name = format!("{}-groups", db.name);
+    let written = seatq_exits(&url, &["batch", "results", &name, "--out", results.to_str().unwrap()], 0).await;
+    assert!(written.stdout.contains("2 outcomes"), "{written:?}");
+    let read_back: Vec<Vec<String>> = csv::Reader::from_path(&results)
+        .unwrap()
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect();
+    assert_eq!(read_back, rows[..2]);
+
+    // Every party booked: exit status 0; the batch named on the command line.
+    let good = write_text(&db, "more.csv", &format!("kind,event,class,party,customer\nbook,{ev},1,1,Kim\n"));
+    let out = seatq_exits(&url, &["enqueue", "--file", good.to_str().unwrap(), "--batch", "more", "--wait"], 0).await;
+    assert!(out.stdout.contains("batch \"more\": 1 party: 1 booked (1 seats)"), "{out:?}");
+
+    workers.stop().await;
+    for f in [csv_in, out_csv, results, good] {
+        let _ = std::fs::remove_file(f);
+    }
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn a_wait_that_times_out_writes_what_it_knows_and_exits_2() {
+    let (db, url, ev) = setup(12).await;
+    let file = tour_file(&db, &ev);
+    let out_file = std::env::temp_dir().join(format!("{}-late.jsonl", db.name));
+    let args = ["enqueue", "--file", file.to_str().unwrap(), "--wait", "--timeout", "1", "--out"];
+    // No worker runs: nothing finishes.
+    let out = seatq_exits(&url, &[&args[..], &[out_file.to_str().unwrap()]].concat(), 2).await;
+    assert!(out.stderr.contains("4 parties without an outcome: request "), "{out:?}");
+    assert!(out.stderr.contains("(timed out waiting)"), "{out:?}");
+    let statuses: Vec<Value> = json_lines(&out_file).iter().map(|o| o["status"].clone()).collect();
+    assert_eq!(statuses, ["queued", "queued", "refused", "refused", "queued", "queued"]);
+
+    // Standard input has no name to give the batch.
+    let out = seatq_exits(&url, &["enqueue", "--file", "-"], 2).await;
+    assert!(out.stderr.contains("name the batch with --batch NAME"), "{out:?}");
+    db.drain().await;
+    let _ = std::fs::remove_file(file);
+    let _ = std::fs::remove_file(out_file);
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]
@@ -417,12 +617,14 @@ async fn a_wait_retries_through_a_lost_connection() {
     // outcome cannot have come); it retries, and prints the outcome once
     // the server is back and a worker has processed the request.
     // Whichever notices the outage first says so: the command's own wait
-    // (it retries), or the client's shared listener (it polls meanwhile).
+    // (it retries), or the client's shared listener (it polls meanwhile),
+    // which may lose its connection or, if it had none yet, fail to listen.
     proxy.go_down();
     let noticed = eventually(Duration::from_secs(30), || async {
         let stderr = cli.stderr();
         stderr.contains("waiting for the outcome failed; retrying")
             || stderr.contains("lost the connection listening for finished requests")
+            || stderr.contains("could not listen for finished requests")
     })
     .await;
     assert!(noticed, "seatq never said it lost the server; stderr: {}", cli.stderr());
@@ -447,13 +649,15 @@ async fn a_file_is_enqueued_once_when_the_connection_drops_during_commit() {
 
     // The COMMIT reaches the server (which commits) but its answer is lost;
     // then the COMMIT is lost on the way (the server rolls back). Either
-    // way the file ends up enqueued exactly once, although its lines have
-    // no idempotency keys.
+    // way the file ends up enqueued exactly once, each time as a batch of
+    // its own.
     for (n, cut) in [Cut::AfterCommitSent, Cut::BeforeCommitSent].into_iter().enumerate() {
         proxy.cut_next_commit(cut);
-        let out = seatq_exits(&url, &["enqueue", "--file", path], 0).await;
+        let batch = format!("commit-{n}");
+        let out = seatq_exits(&url, &["enqueue", "--batch", &batch, "--file", path], 0).await;
         assert_eq!(proxy.state.cuts.load(Ordering::SeqCst), n + 1, "the connection was cut at COMMIT");
-        assert_eq!(out.stdout.trim(), "enqueued 30 requests (0 bad lines skipped)", "{out:?}");
+        let expected = format!("batch \"{batch}\": 30 parties: 30 enqueued, 0 already submitted; 0 bad lines skipped");
+        assert_eq!(out.stdout.trim(), expected, "{out:?}");
         assert!(out.stderr.contains("the connection was lost during COMMIT"), "{out:?}");
         assert_eq!(count_requests(&db).await, 30 * (n as i64 + 1), "{cut:?}: {out:?}");
     }

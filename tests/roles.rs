@@ -117,3 +117,33 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     drop_login(&db, &name, pool).await;
     db.close().await;
 }
+
+#[tokio::test]
+async fn the_producer_role_submits_a_batch_and_reads_it_back() {
+    use futures_util::StreamExt as _;
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
+    let (name, pool) = login(&db, "seatq_producer").await;
+    let producer = Client::from_pool(pool.clone());
+    let batch = || {
+        let mut batch = seatq::Batch::new("roles").unwrap();
+        for (reference, party) in [("a", 9), ("b", 9), ("c", 9)] {
+            batch.push(Some(reference.into()), Request::Book(hold(ev, 1, party, reference))).unwrap();
+        }
+        batch
+    };
+    let mut first = batch();
+    producer.check_batch(&mut first).await.unwrap();
+    let submitted = producer.enqueue_batch(&first, &seatq::client::Retry::NEVER).await.unwrap();
+    assert_eq!(submitted.enqueued, 3);
+    db.drain().await;
+    let outcomes: Vec<_> = producer.batch_outcomes(&first, &submitted).map(Result::unwrap).collect().await;
+    assert_eq!(outcomes.iter().filter(|o| o.error_code.as_deref() == Some("sold_out")).count(), 1);
+    // Again: nothing new; and the batch read back, all with the producer's rights.
+    let again = producer.enqueue_batch(&batch(), &seatq::client::Retry::NEVER).await.unwrap();
+    assert_eq!((again.enqueued, &again.ids), (0, &submitted.ids));
+    assert_eq!(producer.batch_status("roles").await.unwrap().summary.total.booked, 2);
+    let results: Vec<_> = producer.batch_results("roles").map(Result::unwrap).collect().await;
+    assert_eq!(results.iter().map(|o| o.reference.as_deref()).collect::<Vec<_>>(), [Some("a"), Some("b"), Some("c")]);
+    drop_login(&db, &name, pool).await;
+    db.assert_invariants_and_close().await;
+}

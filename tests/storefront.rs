@@ -9,59 +9,8 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
-use common::{TestDb, hold};
-use seatq::{Client, Error, ErrorCode, NewRequest, Request, SeatRequest, Status};
-use sqlx::postgres::PgPoolOptions;
-
-/// A client of its own on the test database, its sessions (the listener's
-/// too) named `app` in `pg_stat_activity`, with a pool of `pool` connections.
-async fn client_named(db: &TestDb, app: &str, pool: u32) -> Client {
-    let pool = PgPoolOptions::new()
-        .max_connections(pool)
-        .acquire_timeout(Duration::from_secs(60))
-        .connect_with(db.options.clone().application_name(app))
-        .await
-        .expect("client pool");
-    Client::from_pool(pool)
-}
-
-/// The server sessions of the test database named `app`.
-async fn sessions(db: &TestDb, app: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
-        .bind(&db.name)
-        .bind(app)
-        .fetch_one(&db.pool)
-        .await
-        .expect("count sessions")
-}
-
-/// The backend of the session named `app` that is listening, if any.
-async fn listener_pid(db: &TestDb, app: &str) -> Option<i32> {
-    sqlx::query_scalar(
-        "SELECT pid FROM pg_stat_activity
-         WHERE datname = $1 AND application_name = $2 AND query ILIKE 'LISTEN%'",
-    )
-    .bind(&db.name)
-    .bind(app)
-    .fetch_optional(&db.pool)
-    .await
-    .expect("find the listener")
-}
-
-async fn wait_for_listener(db: &TestDb, app: &str) -> i32 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(pid) = listener_pid(db, app).await {
-            return pid;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the client's hub is listening");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn count_requests(db: &TestDb) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.expect("count requests")
-}
+use common::{TestDb, client_named, count_requests, hold, sessions, wait_for_listener};
+use seatq::{Error, ErrorCode, NewRequest, Request, SeatRequest, Status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_customers_wait_on_one_listening_connection() {
@@ -341,6 +290,9 @@ async fn a_key_reused_for_another_request_is_refused_from_sql() {
         .bind([None, Some("order-1")])
         .bind([0, 0])
         .bind([None::<chrono::DateTime<Utc>>, None])
+        .bind([None::<&str>, None])
+        .bind([None::<&str>, None])
+        .bind([None::<i32>, None])
         .fetch_all(&db.pool)
         .await;
     assert!(batch.as_ref().is_err_and(seatq::sqlstate::is_idempotency_conflict), "{batch:?}");

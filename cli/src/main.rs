@@ -1,5 +1,7 @@
 //! `seatq`: enqueue booking requests, read outcomes, inspect the queue.
 
+mod batch;
+
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,14 +20,15 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// man page).
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 1 refused, failed or dead (the request's outcome is printed), a broken invariant \
-(check), an event without seats (availability), bad lines in a file (enqueue), nothing to retry (retry ID); 2 error (bad arguments, database \
-unreachable, file unreadable, timed out waiting).
+(check), an event without seats (availability), bad lines in a file or a party that failed (enqueue), no such batch \
+(batch), nothing to retry (retry ID); 2 error (bad arguments, database unreachable, file unreadable, timed out waiting).
 
 With --json, standard output holds one JSON document: the result, or on an error \
 {\"error\": {\"code\": CODE, \"message\": TEXT}} with exit status 2. CODE is one of usage, bad_url, \
 unreachable, database, commit_unknown, migration, old_schema, schema_mismatch, not_found, timeout, io (a file, standard input or \
 output), internal. A refused request prints {\"error_code\", \"error_message\"}, as a failed request's \
-record does. Standard error holds only log lines (retries) and, for enqueue, the bad lines.";
+record does. Standard error holds only log lines (retries) and, for enqueue, the bad lines (and, on a \
+terminal, the progress bar of --wait).";
 
 /// seatq: a seat-booking queue in PostgreSQL.
 #[derive(Debug, Parser)]
@@ -109,17 +112,20 @@ enum Command {
         #[command(flatten)]
         queue: QueueArgs,
     },
-    /// Enqueue requests from a JSON-lines file: {"kind", "payload", "idempotency_key"?, "priority"?, "run_at"?}
-    /// per line (run_at an RFC 3339 time). Bad lines (malformed, or reusing an idempotency key for another
-    /// request: idempotency_conflict) are reported (file:line: code: reason) and the good ones enqueued, all in
-    /// one transaction; exits 1 if any line was bad.
+    /// Enqueue a file of requests as a batch: JSON lines {"kind", "payload", "ref"?, "idempotency_key"?,
+    /// "priority"?, "run_at"?} or CSV (a header naming kind, ref and the payload's fields). Each line is enqueued
+    /// under a key derived from the batch's name and its ref (or its content), so submitting the file again
+    /// enqueues only what is missing. Bad lines (malformed, a ref used twice, a key reused for another request)
+    /// are reported (file:line: code: reason) and the good ones enqueued, all in one transaction; exits 1 if
+    /// any line was bad (or, with --wait, any party failed). See docs/group-bookings.md.
     Enqueue {
-        /// The file ("-" for standard input).
-        #[arg(long)]
-        file: String,
-        /// Enqueue nothing if any line is bad.
-        #[arg(long)]
-        strict: bool,
+        #[command(flatten)]
+        args: batch::EnqueueArgs,
+    },
+    /// Batches: a batch's counts by status and outcome, or every request's outcome.
+    Batch {
+        #[command(subcommand)]
+        command: batch::BatchCommand,
     },
     /// Show a request.
     Status {
@@ -443,9 +449,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let r = HoldExtension { booking: booking.booking, customer: booking.customer, hold_seconds };
             return submit(&ctx, Request::Extend(r), queue).await;
         }
-        Command::Enqueue { file, strict } => {
-            return enqueue_file(&ctx, &file, strict).await;
-        }
+        Command::Enqueue { args } => return batch::enqueue_file(&ctx, args).await,
+        Command::Batch { command } => return batch::batch(&ctx, command).await,
         Command::Status { id } => {
             let client = ctx.connect().await?;
             let record = ctx.retry.run("reading the request", || client.status(id)).await?;
@@ -640,7 +645,8 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
 /// so that retrying is safe); print the id, or with --wait the outcome.
 async fn submit(ctx: &Ctx, request: Request, q: QueueArgs) -> anyhow::Result<ExitCode> {
     let key = q.key.unwrap_or_else(|| seatq::client::new_idempotency_key("cli"));
-    let new = NewRequest { request, idempotency_key: Some(key), priority: q.priority, run_at: q.at };
+    let new =
+        NewRequest { idempotency_key: Some(key), priority: q.priority, run_at: q.at, ..NewRequest::from(request) };
     // Refused before connecting: a malformed request needs no database.
     if let Err(e) = new.check() {
         return Ok(refused(&e, ctx.json));
@@ -720,45 +726,6 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
         Status::Failed | Status::Dead => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
     }
-}
-
-/// Validate every line first, then enqueue the good ones (none with
-/// `strict` if any is bad) in one transaction; report each bad line with its
-/// number and reason.
-async fn enqueue_file(ctx: &Ctx, file: &str, strict: bool) -> anyhow::Result<ExitCode> {
-    let mut parsed = if file == "-" {
-        seatq::bulk::parse(std::io::stdin().lock())
-    } else {
-        let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
-        seatq::bulk::parse(std::io::BufReader::new(f))
-    }
-    .with_context(|| format!("reading {file}"))?;
-    let client = if (strict && !parsed.bad.is_empty()) || parsed.good.is_empty() {
-        None
-    } else {
-        // A line reusing a key for another request is a bad line too.
-        let client = ctx.connect().await?;
-        let conflicts =
-            ctx.retry.run("checking idempotency keys", || client.idempotency_conflicts(&parsed.good)).await?;
-        parsed.refuse(conflicts);
-        Some(client)
-    };
-    for bad in &parsed.bad {
-        eprintln!("{file}:{}: {}: {}", bad.line, bad.code, bad.reason);
-    }
-    let refused = strict && !parsed.bad.is_empty();
-    let ids = match client {
-        Some(client) if !refused && !parsed.good.is_empty() => client.enqueue_all(&parsed.good, &ctx.retry).await?,
-        _ => Vec::new(),
-    };
-    if ctx.json {
-        println!("{}", serde_json::json!({ "enqueued": ids, "bad_lines": parsed.bad }));
-    } else if refused {
-        println!("enqueued nothing: {} bad lines (--strict)", parsed.bad.len());
-    } else {
-        println!("enqueued {} requests ({} bad lines skipped)", ids.len(), parsed.bad.len());
-    }
-    Ok(if parsed.bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 #[cfg(test)]

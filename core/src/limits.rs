@@ -11,6 +11,11 @@ pub const MAX_HOLD_SECONDS: u32 = 86_400;
 pub const MAX_PAYLOAD_BYTES: usize = 8192;
 /// Longest customer name, in characters.
 pub const MAX_CUSTOMER_CHARS: usize = 200;
+/// Longest batch name and longest `ref` of a batch's line, in characters
+/// (`seatq.requests.batch` and `batch_ref`); both go into the line's
+/// idempotency key, which must fit in a btree index entry.
+pub const MAX_BATCH_NAME_CHARS: usize = 200;
+pub const MAX_REF_CHARS: usize = 200;
 /// Longest retention of finished requests, in hours (`--retention-hours`,
 /// `seatq prune --older-than-hours`): an age in seconds must not overflow,
 /// or a huge value would wrap to a tiny age and prune recent requests.

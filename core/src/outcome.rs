@@ -161,6 +161,9 @@ labelled! {
         /// payload. The enqueue is refused and nothing is stored, so this code
         /// is never recorded on a request.
         IdempotencyConflict,
+        /// Two lines of a batch carry the same `ref`: both are refused (never
+        /// enqueued, so this code is never recorded on a request).
+        DuplicateRef,
     }
 }
 
@@ -253,6 +256,18 @@ pub struct RequestRecord {
     pub result: Option<Value>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// The batch the request was submitted in, if any (docs/group-bookings.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[sqlx(default)]
+    pub batch: Option<String>,
+    /// The submitter's own reference for the request in its batch (`ref`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[sqlx(default)]
+    pub batch_ref: Option<String>,
+    /// The line of the batch's file the request was first submitted from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[sqlx(default)]
+    pub batch_line: Option<i32>,
 }
 
 impl RequestRecord {

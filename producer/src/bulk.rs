@@ -1,18 +1,52 @@
-//! Bulk files: one request per line, as JSON
-//! `{"kind": …, "payload": {…}, "idempotency_key"?: …, "priority"?: …, "run_at"?: "<RFC 3339 time>"}`.
-//! Every line is parsed and validated before anything is enqueued, so a bad
-//! line (not UTF-8, not JSON, not a valid request) is reported with its
-//! number and reason and never half enqueued.
+//! Bulk files: one request per line, as JSON lines
+//! `{"kind": …, "payload": {…}, "ref"?: …, "idempotency_key"?: …, "priority"?: …, "run_at"?: "<RFC 3339 time>"}`
+//! or as CSV (see [`parse_csv`]). `ref` is the submitter's own reference for
+//! the line (a string or an integer), which its outcome carries back
+//! ([`crate::batch`]). Every line is parsed and validated before anything is
+//! enqueued, so a bad line (not UTF-8, not JSON or CSV, not a valid request)
+//! is reported with its number and reason and never half enqueued.
 
-use std::io::BufRead;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::client::NewRequest;
+use crate::outcome::ErrorCode;
 use crate::request::Request;
-use crate::validate;
+use crate::{RequestError, batch, validate};
+
+/// The two forms of a request file (and of an outcome file, [`crate::batch::OutcomeWriter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One JSON object a line.
+    Jsonl,
+    /// A header line naming the columns, then one request a line.
+    Csv,
+}
+
+impl Format {
+    /// The form a file's name says: `.csv` is CSV, `.jsonl`, `.ndjson` and
+    /// `.json` are JSON lines (any case); `None` for any other name.
+    pub fn of_path(path: &str) -> Option<Format> {
+        let extension = std::path::Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+        match extension.as_str() {
+            "csv" => Some(Format::Csv),
+            "jsonl" | "ndjson" | "json" => Some(Format::Jsonl),
+            _ => None,
+        }
+    }
+
+    /// Parse a request file of this form.
+    pub fn parse(self, reader: impl BufRead) -> std::io::Result<Parsed> {
+        match self {
+            Format::Jsonl => parse(reader),
+            Format::Csv => parse_csv(reader),
+        }
+    }
+}
 
 /// One line of a bulk file.
 #[derive(Debug, Deserialize)]
@@ -20,6 +54,8 @@ use crate::validate;
 struct Line {
     kind: String,
     payload: Value,
+    #[serde(default, rename = "ref")]
+    reference: Option<Value>,
     #[serde(default)]
     idempotency_key: Option<String>,
     #[serde(default)]
@@ -47,9 +83,26 @@ pub struct Parsed {
     /// The line number of each of `good`.
     pub lines: Vec<usize>,
     pub bad: Vec<BadLine>,
+    /// The `ref` of every line that gives one (bad lines too, so that their
+    /// outcome can name it), by line number.
+    pub refs: BTreeMap<usize, String>,
 }
 
 impl Parsed {
+    /// Add one line: its request, or why it is bad; and its ref.
+    fn push(&mut self, line: usize, reference: Option<String>, request: Result<NewRequest, RequestError>) {
+        match request {
+            Ok(request) => {
+                self.good.push(request);
+                self.lines.push(line);
+            }
+            Err(e) => self.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message }),
+        }
+        if let Some(reference) = reference {
+            self.refs.insert(line, reference);
+        }
+    }
+
     /// Move the requests of `good` at these positions (with why each is
     /// refused, e.g. from [`crate::Client::idempotency_conflicts`]) to `bad`,
     /// by line number; `bad` stays in line order.
@@ -90,23 +143,265 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
         }
         match serde_json::from_str::<Line>(&line) {
             Err(e) => parsed.bad.push(bad("invalid_json", e.to_string())),
-            Ok(l) => match Request::decode(&l.kind, &l.payload)
-                .and_then(|r| l.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key).map(|()| r))
-            {
-                Ok(request) => {
-                    parsed.good.push(NewRequest {
-                        request,
-                        idempotency_key: l.idempotency_key,
-                        priority: l.priority,
-                        run_at: l.run_at,
-                    });
-                    parsed.lines.push(n);
-                }
-                Err(e) => parsed.bad.push(bad(e.code(), e.message)),
-            },
+            Ok(l) => {
+                let reference = l.reference.as_ref().map(reference_text).transpose();
+                let known = reference.as_ref().ok().cloned().flatten();
+                let request =
+                    reference.and_then(|_| new_request(&l.kind, &l.payload, l.idempotency_key, l.priority, l.run_at));
+                parsed.push(n, known, request);
+            }
         }
     }
     Ok(parsed)
+}
+
+/// A line's `ref` as text: a string as it is, an integer as written.
+fn reference_text(v: &Value) -> Result<String, RequestError> {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        _ => {
+            return Err(RequestError {
+                code: ErrorCode::WrongType,
+                message: format!("ref: expected a string or an integer, got {v}"),
+            });
+        }
+    };
+    batch::check_ref(&text)?;
+    Ok(text)
+}
+
+/// A line's request, checked, with its queue options.
+fn new_request(
+    kind: &str,
+    payload: &Value,
+    idempotency_key: Option<String>,
+    priority: i16,
+    run_at: Option<DateTime<Utc>>,
+) -> Result<NewRequest, RequestError> {
+    let request = Request::decode(kind, payload)?;
+    idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)?;
+    Ok(NewRequest { request, idempotency_key, priority, run_at, batch: None })
+}
+
+/// How a CSV cell of a payload column is read.
+#[derive(Clone, Copy)]
+enum Cell {
+    Integer,
+    Boolean,
+    /// Seat numbers, separated by spaces, commas or semicolons.
+    Integers,
+    Text,
+}
+
+/// The payload columns of a CSV request file, each a field of the payload.
+const PAYLOAD_COLUMNS: [(&str, Cell); 9] = [
+    ("event", Cell::Integer),
+    ("class", Cell::Integer),
+    ("party", Cell::Integer),
+    ("customer", Cell::Text),
+    ("seats", Cell::Integers),
+    ("partial", Cell::Boolean),
+    ("together", Cell::Boolean),
+    ("hold_seconds", Cell::Integer),
+    ("booking", Cell::Integer),
+];
+
+/// The other columns of a CSV request file: the line's own.
+const LINE_COLUMNS: [&str; 5] = ["kind", "ref", "idempotency_key", "priority", "run_at"];
+
+/// Parse a CSV request file: a header line naming the columns (any order,
+/// any case): `kind` (required), `ref`, `idempotency_key`, `priority`,
+/// `run_at`, and the payload's fields as columns (`event`, `class`, `party`,
+/// `customer`, `seats`, `partial`, `together`, `hold_seconds`, `booking`),
+/// then one request a line. An empty cell is an absent field; `seats` lists
+/// seat numbers separated by spaces (or semicolons, or commas in a quoted
+/// cell); `partial` and `together` are yes/no (true/false, 1/0). Cells are
+/// read as CSV does (RFC 4180 quoting). A cell that does not read as its
+/// column's type is passed on as text, so the line is refused naming the
+/// field, as a JSON line would be. Only an I/O error fails the whole parse.
+pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
+    let mut parsed = Parsed::default();
+    let mut header: Option<Vec<String>> = None;
+    for (n, cells) in csv_records(reader)? {
+        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
+        let cells = match cells {
+            Ok(cells) => cells,
+            Err(reason) => {
+                parsed.bad.push(bad("invalid_line", reason));
+                continue;
+            }
+        };
+        let Some(columns) = &header else {
+            match csv_header(&cells) {
+                Ok(columns) => header = Some(columns),
+                Err(reason) => {
+                    parsed.bad.push(bad("missing_column", reason));
+                    // Without the header no line can be read.
+                    return Ok(parsed);
+                }
+            }
+            continue;
+        };
+        if cells.len() != columns.len() {
+            let reason = format!("{} fields, the header has {}", cells.len(), columns.len());
+            parsed.bad.push(bad("invalid_line", reason));
+            continue;
+        }
+        let (reference, request) = csv_line(columns, &cells);
+        parsed.push(n, reference, request);
+    }
+    if header.is_none() {
+        let reason = "no header line (kind, and the payload's fields as columns)".to_string();
+        parsed.bad.push(BadLine { line: 1, code: "missing_column".into(), reason });
+    }
+    Ok(parsed)
+}
+
+/// A CSV record: the number of the line it starts on, and its cells or why
+/// it cannot be read.
+pub(crate) type CsvRecord = (usize, Result<Vec<String>, String>);
+
+/// The records of a CSV file (RFC 4180 quoting; blank lines skipped), each
+/// with the number of the line it starts on, as its cells (the first without
+/// a byte-order mark, as some editors write one) or why it is not a line of
+/// CSV in UTF-8: what a CSV reader here starts from. Only an I/O error fails.
+pub(crate) fn csv_records(mut reader: impl Read) -> std::io::Result<Vec<CsvRecord>> {
+    // Read whole, to number the lines: the csv crate's record positions
+    // count from where it started reading, before any blank lines it skipped.
+    let mut data = Vec::new();
+    reader.read_to_end(&mut data)?;
+    let mut lines = LineNumbers { data: &data, at: 0, line: 1 };
+    let mut csv = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data.as_slice());
+    let mut record = csv::ByteRecord::new();
+    let mut records = Vec::new();
+    loop {
+        match csv.read_byte_record(&mut record) {
+            Ok(false) => return Ok(records),
+            Ok(true) => {}
+            Err(e) => match e.into_kind() {
+                csv::ErrorKind::Io(e) => return Err(e),
+                // An unclosed quote runs to the end of the file.
+                other => {
+                    records.push((lines.at(csv.position().byte() as usize), Err(format!("not CSV: {other:?}"))));
+                    continue;
+                }
+            },
+        }
+        let n = lines.at(record.position().map_or(0, |p| p.byte() as usize));
+        let cells: Result<Vec<String>, _> =
+            record.iter().map(|cell| std::str::from_utf8(cell).map(str::to_string)).collect();
+        let cells = cells.map_err(|e| format!("not valid UTF-8: {e}")).map(|mut cells| {
+            if records.is_empty()
+                && let Some(first) = cells.first_mut()
+                && let Some(rest) = first.strip_prefix('\u{feff}')
+            {
+                *first = rest.to_string();
+            }
+            cells
+        });
+        records.push((n, cells));
+    }
+}
+
+/// Line numbers of a file's records, found from their byte offsets in
+/// increasing order.
+struct LineNumbers<'a> {
+    data: &'a [u8],
+    /// The offset counted up to, and the line it is on.
+    at: usize,
+    line: usize,
+}
+
+impl LineNumbers<'_> {
+    /// The line of the record read from `offset` on: the first line from
+    /// there that is not blank.
+    fn at(&mut self, offset: usize) -> usize {
+        let start = offset.max(self.at);
+        let skipped =
+            self.data.get(start..).map_or(0, |rest| rest.iter().take_while(|b| **b == b'\n' || **b == b'\r').count());
+        let end = (start + skipped).min(self.data.len());
+        self.line += self.data[self.at..end].iter().filter(|b| **b == b'\n').count();
+        self.at = end;
+        self.line
+    }
+}
+
+/// The columns a header names, in lower case; each known, none twice, `kind` among them.
+fn csv_header(cells: &[String]) -> Result<Vec<String>, String> {
+    let known = |c: &str| LINE_COLUMNS.contains(&c) || PAYLOAD_COLUMNS.iter().any(|(p, _)| *p == c);
+    let mut columns: Vec<String> = Vec::with_capacity(cells.len());
+    for cell in cells {
+        let column = cell.trim().to_ascii_lowercase();
+        if !known(&column) {
+            let payload: Vec<&str> = PAYLOAD_COLUMNS.iter().map(|(p, _)| *p).collect();
+            return Err(format!(
+                "header: unknown column {cell:?} (expected {} and the payload's {})",
+                LINE_COLUMNS.join(", "),
+                payload.join(", ")
+            ));
+        }
+        if columns.contains(&column) {
+            return Err(format!("header: column {column:?} twice"));
+        }
+        columns.push(column);
+    }
+    if !columns.iter().any(|c| c == "kind") {
+        return Err("header: no column \"kind\"".into());
+    }
+    Ok(columns)
+}
+
+/// One CSV line: its ref, and its request or why it is bad.
+fn csv_line(columns: &[String], cells: &[String]) -> (Option<String>, Result<NewRequest, RequestError>) {
+    let mut payload = Map::new();
+    let (mut kind, mut reference, mut key, mut priority, mut run_at) = ("", None, None, 0, None);
+    let invalid = |message: String| RequestError { code: ErrorCode::InvalidRequest, message };
+    let mut error = None;
+    for (column, cell) in columns.iter().zip(cells) {
+        let cell = cell.trim();
+        if cell.is_empty() {
+            continue;
+        }
+        match column.as_str() {
+            "kind" => kind = cell,
+            "ref" => reference = Some(cell.to_string()),
+            "idempotency_key" => key = Some(cell.to_string()),
+            "priority" => match cell.parse() {
+                Ok(p) => priority = p,
+                Err(_) => error = error.or(Some(invalid(format!("priority: {cell:?} is not -32768 to 32767")))),
+            },
+            "run_at" => match DateTime::parse_from_rfc3339(cell) {
+                Ok(t) => run_at = Some(t.with_timezone(&Utc)),
+                Err(e) => error = error.or(Some(invalid(format!("run_at: {cell:?} is not an RFC 3339 time: {e}")))),
+            },
+            field => {
+                let how = PAYLOAD_COLUMNS.iter().find(|(p, _)| *p == field).map_or(Cell::Text, |(_, how)| *how);
+                payload.insert(field.to_string(), csv_value(cell, how));
+            }
+        }
+    }
+    let checked_ref = reference.as_deref().map(batch::check_ref).transpose();
+    let request = match (error, checked_ref) {
+        (Some(e), _) | (None, Err(e)) => Err(e),
+        (None, Ok(_)) => new_request(kind, &Value::Object(payload), key, priority, run_at),
+    };
+    (reference, request)
+}
+
+/// A cell as its column's type, or as text if it does not read as one.
+fn csv_value(cell: &str, how: Cell) -> Value {
+    let integer = |text: &str| text.parse::<i64>().map_or_else(|_| Value::from(text), Value::from);
+    match how {
+        Cell::Integer => integer(cell),
+        Cell::Boolean => match cell.to_ascii_lowercase().as_str() {
+            "yes" | "true" | "1" => Value::Bool(true),
+            "no" | "false" | "0" => Value::Bool(false),
+            _ => Value::from(cell),
+        },
+        Cell::Integers => Value::Array(cell.split([' ', ',', ';']).filter(|s| !s.is_empty()).map(integer).collect()),
+        Cell::Text => Value::from(cell),
+    }
 }
 
 /// The lines of a file, numbered from 1, each without its line ending (and
@@ -131,4 +426,56 @@ pub(crate) fn numbered_lines(
         }
         Some(Ok((n, std::str::from_utf8(bytes).map(str::to_string))))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_lines_are_requests_with_their_refs() {
+        let file = "\u{feff}Ref,kind,event,class,party,customer,seats,together,priority\n\
+                    A-1,book,1,2,3,Smith party,,yes,5\n\
+                    \r\n\
+                    A-2,hold,1,,,\"Jones,\nJ.\",\"4, 5\",,\n\
+                    A-3,book,1,2,twelve,Lee,,,\n\
+                    A-4,book,1,2,3\n\
+                    ,book,1,2,30,Kim,,,\n";
+        let parsed = parse_csv(file.as_bytes()).expect("parse");
+        assert_eq!(parsed.lines, [2, 4], "{:?}", parsed.bad);
+        let payloads: Vec<Value> = parsed.good.iter().map(|g| g.request.payload()).collect();
+        assert_eq!(payloads[0]["customer"], "Smith party");
+        assert_eq!(payloads[0]["together"], true);
+        assert_eq!(parsed.good[0].priority, 5);
+        assert_eq!(payloads[1]["seats"], serde_json::json!([4, 5]));
+        assert_eq!(payloads[1]["customer"], "Jones,\nJ.");
+        let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+        assert_eq!(bad, [(6, "wrong_type"), (7, "invalid_line"), (8, "party_out_of_range")]);
+        assert!(parsed.bad[0].reason.starts_with("party:"), "{:?}", parsed.bad[0]);
+        let refs: Vec<(usize, &str)> = parsed.refs.iter().map(|(l, r)| (*l, r.as_str())).collect();
+        assert_eq!(refs, [(2, "A-1"), (4, "A-2"), (6, "A-3")]);
+    }
+
+    #[test]
+    fn a_csv_header_must_name_known_columns_and_kind() {
+        for (header, reason) in [
+            ("kind,event,colour\n", "header: unknown column \"colour\""),
+            ("event,class\n", "header: no column \"kind\""),
+            ("kind,kind\n", "header: column \"kind\" twice"),
+        ] {
+            let parsed = parse_csv(format!("{header}book,1\n").as_bytes()).expect("parse");
+            assert_eq!(parsed.bad.len(), 1, "{header}");
+            assert_eq!((parsed.bad[0].line, parsed.bad[0].code.as_str()), (1, "missing_column"));
+            assert!(parsed.bad[0].reason.starts_with(reason), "{:?}", parsed.bad[0]);
+            assert!(parsed.good.is_empty());
+        }
+    }
+
+    #[test]
+    fn formats_follow_the_extension() {
+        assert_eq!(Format::of_path("a/parties.CSV"), Some(Format::Csv));
+        assert_eq!(Format::of_path("parties.jsonl"), Some(Format::Jsonl));
+        assert_eq!(Format::of_path("parties.txt"), None);
+        assert_eq!(Format::of_path("-"), None);
+    }
 }

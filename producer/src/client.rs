@@ -1,18 +1,20 @@
 //! The producer's side: enqueue requests, read and wait for outcomes,
 //! inspect the queue.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::stream::{self, BoxStream, FuturesUnordered, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::postgres::{PgExecutor, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
 use crate::availability::{ClassAvailability, MapSeat};
+use crate::batch::InBatch;
 use crate::outcome::{ErrorCode, RequestRecord};
 use crate::request::Request;
 use crate::retry::Jitter;
@@ -35,19 +37,23 @@ pub struct NewRequest {
     pub priority: i16,
     /// Not to be processed before this time (default: at once).
     pub run_at: Option<DateTime<Utc>>,
+    /// The batch it belongs to, with its line and ref (default: none); a
+    /// [`Batch`](crate::batch::Batch) sets it on each of its parties.
+    pub batch: Option<InBatch>,
 }
 
 impl NewRequest {
-    /// Validate the request and the key.
+    /// Validate the request, the key and the batch's name and ref.
     pub fn check(&self) -> Result<(), crate::RequestError> {
         self.request.validate()?;
-        self.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)
+        self.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)?;
+        self.batch.as_ref().map_or(Ok(()), InBatch::check)
     }
 }
 
 impl From<Request> for NewRequest {
     fn from(request: Request) -> Self {
-        NewRequest { request, idempotency_key: None, priority: 0, run_at: None }
+        NewRequest { request, idempotency_key: None, priority: 0, run_at: None, batch: None }
     }
 }
 
@@ -159,8 +165,22 @@ impl Client {
     /// one (`seatq enqueue --file` does, by line); a conflicting request
     /// stored meanwhile by someone else is still refused by the enqueue.
     pub async fn idempotency_conflicts(&self, batch: &[NewRequest]) -> Result<Vec<(usize, RequestError)>, Error> {
-        let keyed: Vec<&NewRequest> = batch.iter().filter(|n| n.idempotency_key.is_some()).collect();
-        if keyed.is_empty() {
+        Ok(self
+            .conflicts(batch)
+            .await?
+            .into_iter()
+            .map(|c| {
+                let message =
+                    format!("idempotency key \"{}\" was first used by {} with another kind or payload", c.key, c.first);
+                (c.position, RequestError { code: ErrorCode::IdempotencyConflict, message })
+            })
+            .collect())
+    }
+
+    /// The requests of `batch` whose key was first used for another kind or
+    /// payload (see [`Client::idempotency_conflicts`]), unworded.
+    pub(crate) async fn conflicts(&self, batch: &[NewRequest]) -> Result<Vec<Conflict>, Error> {
+        if batch.iter().all(|n| n.idempotency_key.is_none()) {
             return Ok(Vec::new());
         }
         let kinds: Vec<&str> = batch.iter().map(|n| n.request.kind()).collect();
@@ -180,9 +200,7 @@ impl Client {
                     (None, Some(p)) => format!("request {p} of this batch"),
                     (None, None) => "another request".to_string(),
                 };
-                let message =
-                    format!("idempotency key \"{key}\" was first used by {first} with another kind or payload");
-                (position as usize - 1, RequestError { code: ErrorCode::IdempotencyConflict, message })
+                Conflict { position: position as usize - 1, key, first }
             })
             .collect())
     }
@@ -284,12 +302,16 @@ impl Client {
     ) -> Result<Vec<i64>, Error> {
         let (keys, priorities): (Vec<Option<String>>, Vec<i32>) = options.map(|(k, p)| (k, i32::from(p))).unzip();
         let run_at: Vec<Option<DateTime<Utc>>> = vec![None; kinds.len()];
+        let none: Vec<Option<String>> = vec![None; kinds.len()];
         let ids = sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
             .bind(kinds)
             .bind(payloads)
             .bind(keys)
             .bind(priorities)
             .bind(run_at)
+            .bind(&none)
+            .bind(&none)
+            .bind(vec![None::<i32>; kinds.len()])
             .fetch_all(&self.pool)
             .await?;
         Ok(ids)
@@ -320,10 +342,7 @@ impl Client {
             Some(d) => tokio::time::timeout_at(d, waiter.finished()).await.map_err(|_| Error::Timeout(id))?,
             None => waiter.finished().await,
         };
-        match finished {
-            Finished::Done(record) => Ok(*record),
-            Finished::Gone => Err(Error::NotFound(id)),
-        }
+        finished.into_result(id)
     }
 
     /// Wait until none of these requests is queued any more (an id with no
@@ -349,6 +368,41 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Wait for each of these requests, yielding each as it finishes, in the
+    /// order they finish (those already finished first), until all have; a
+    /// request with no row (or deleted meanwhile) yields [`Error::NotFound`].
+    /// Served by the same hub as [`Client::wait`]: however many requests,
+    /// one listening connection, and each read of their rows one statement
+    /// for all of them. No deadline: wrap each `next()` in a timeout for one.
+    pub fn wait_each(&self, ids: &[i64]) -> BoxStream<'static, Result<RequestRecord, Error>> {
+        let waiters = self.waiters.clone();
+        let ids = ids.to_vec();
+        stream::once(async move {
+            // Registered before the first read, so that a finish in between
+            // is not missed.
+            let registered: Vec<Waiter> = ids.iter().map(|id| waiters.register(*id)).collect();
+            let done: HashMap<i64, Finished> = match waiters.read(&ids).await {
+                Ok(rows) => rows.into_iter().collect(),
+                // The hub reads every waiter itself at its next poll.
+                Err(e) => {
+                    tracing::warn!(error = %e, requests = ids.len(), "could not read the requests waited for; polling");
+                    HashMap::new()
+                }
+            };
+            let mut ready = Vec::new();
+            let pending = FuturesUnordered::new();
+            for mut waiter in registered {
+                match done.get(&waiter.id()) {
+                    Some(finished) => ready.push(finished.clone().into_result(waiter.id())),
+                    None => pending.push(async move { waiter.finished().await.into_result(waiter.id()) }),
+                }
+            }
+            stream::iter(ready).chain(pending)
+        })
+        .flatten()
+        .boxed()
     }
 
     /// Queue depth, oldest queued age and seats by state.
@@ -576,12 +630,16 @@ pub struct SeatGroup {
 pub async fn enqueue_in<'c>(executor: impl PgExecutor<'c>, new: impl Into<NewRequest>) -> Result<i64, Error> {
     let new = new.into();
     new.check()?;
+    let batch = new.batch.as_ref();
     let id = sqlx::query_scalar(sql::queue::ENQUEUE)
         .bind(new.request.kind())
         .bind(new.request.payload())
-        .bind(new.idempotency_key)
+        .bind(&new.idempotency_key)
         .bind(i32::from(new.priority))
         .bind(new.run_at)
+        .bind(batch.map(|b| b.name.as_str()))
+        .bind(batch.and_then(|b| b.reference.as_deref()))
+        .bind(batch.and_then(InBatch::line_number))
         .fetch_one(executor)
         .await?;
     Ok(id)
@@ -594,14 +652,30 @@ async fn enqueue_chunk<'c>(executor: impl PgExecutor<'c>, chunk: &[NewRequest]) 
     let keys: Vec<Option<&str>> = chunk.iter().map(|n| n.idempotency_key.as_deref()).collect();
     let priorities: Vec<i32> = chunk.iter().map(|n| i32::from(n.priority)).collect();
     let run_at: Vec<Option<DateTime<Utc>>> = chunk.iter().map(|n| n.run_at).collect();
+    let batches: Vec<Option<&str>> = chunk.iter().map(|n| n.batch.as_ref().map(|b| b.name.as_str())).collect();
+    let refs: Vec<Option<&str>> = chunk.iter().map(|n| n.batch.as_ref().and_then(|b| b.reference.as_deref())).collect();
+    let lines: Vec<Option<i32>> = chunk.iter().map(|n| n.batch.as_ref().and_then(InBatch::line_number)).collect();
     sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
         .bind(kinds)
         .bind(payloads)
         .bind(keys)
         .bind(priorities)
         .bind(run_at)
+        .bind(batches)
+        .bind(refs)
+        .bind(lines)
         .fetch_all(executor)
         .await
+}
+
+/// A request of a batch whose idempotency key was first used for another
+/// kind or payload.
+pub(crate) struct Conflict {
+    /// Its place in the batch, from 0.
+    pub(crate) position: usize,
+    pub(crate) key: String,
+    /// The first use: `request N`, or `request N of this batch`.
+    pub(crate) first: String,
 }
 
 /// How one attempt of [`Client::enqueue_all`] failed.

@@ -11,7 +11,10 @@
 //!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
 //!   listening connection), stats, invariant checks;
 //! - [`availability`]: free seats and prices per class, and the seat map, for a storefront;
-//! - [`bulk`]: request files, checked line by line;
+//! - [`bulk`]: request files (JSON lines or CSV), checked line by line;
+//! - [`batch`]: thousands of parties under one name, enqueued so that the
+//!   file can be submitted again safely, their outcomes streamed as they
+//!   finish and read back later from the database alone;
 //! - [`venue`]: venue files (an event's seat map), checked line by line, to
 //!   import with [`Client::import_event`];
 //! - [`sql`]: the statements the client runs.
@@ -32,6 +35,7 @@
 //! ```
 
 pub mod availability;
+pub mod batch;
 pub mod bulk;
 pub mod client;
 pub mod sql;
@@ -39,6 +43,7 @@ pub mod venue;
 mod waiters;
 
 pub use availability::{ClassAvailability, MapSeat};
+pub use batch::{Batch, PartyOutcome, Summary};
 pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,

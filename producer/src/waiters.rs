@@ -43,6 +43,16 @@ pub(crate) enum Finished {
     Gone,
 }
 
+impl Finished {
+    /// The record of request `id`, or [`Error::NotFound`].
+    pub(crate) fn into_result(self, id: i64) -> Result<RequestRecord, Error> {
+        match self {
+            Finished::Done(record) => Ok(*record),
+            Finished::Gone => Err(Error::NotFound(id)),
+        }
+    }
+}
+
 /// The hub of one client; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Waiters {

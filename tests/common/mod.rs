@@ -143,6 +143,58 @@ pub async fn assert_invariants(client: &Client, drained: bool) {
     assert!(violations.is_empty(), "invariants broken: {violations:#?}");
 }
 
+/// A client of its own on the test database, its sessions (the listener's
+/// too) named `app` in `pg_stat_activity`, with a pool of `pool` connections.
+pub async fn client_named(db: &TestDb, app: &str, pool: u32) -> Client {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(pool)
+        .acquire_timeout(Duration::from_secs(60))
+        .connect_with(db.options.clone().application_name(app))
+        .await
+        .expect("client pool");
+    Client::from_pool(pool)
+}
+
+/// The server sessions of the test database named `app`.
+pub async fn sessions(db: &TestDb, app: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
+        .bind(&db.name)
+        .bind(app)
+        .fetch_one(&db.pool)
+        .await
+        .expect("count sessions")
+}
+
+/// The backend of the session named `app` that is listening, if any.
+pub async fn listener_pid(db: &TestDb, app: &str) -> Option<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+         WHERE datname = $1 AND application_name = $2 AND query ILIKE 'LISTEN%'",
+    )
+    .bind(&db.name)
+    .bind(app)
+    .fetch_optional(&db.pool)
+    .await
+    .expect("find the listener")
+}
+
+/// The backend of the session named `app` that listens, once it does.
+pub async fn wait_for_listener(db: &TestDb, app: &str) -> i32 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(pid) = listener_pid(db, app).await {
+            return pid;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the client's hub is listening");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every request in the test database, finished or not.
+pub async fn count_requests(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.expect("count requests")
+}
+
 /// A connection to the test server's `postgres` database, to create and drop
 /// others.
 pub async fn admin() -> Result<PgConnection, sqlx::Error> {

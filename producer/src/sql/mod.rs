@@ -6,6 +6,7 @@
 //! built from input.
 
 pub mod availability;
+pub mod batch;
 pub mod inventory;
 pub mod operations;
 pub mod queue;

@@ -1,47 +1,54 @@
 //! The producer's side of the queue: enqueue, read requests back.
 
 /// Enqueue one request (idempotent on the key). Binds kind, payload, key,
-/// priority, run_at (NULL: now).
-pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4, $5)";
+/// priority, run_at (NULL: now), and batch, ref and line (NULL outside a batch).
+pub const ENQUEUE: &str = "SELECT seatq.enqueue($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// Enqueue many requests in one statement; returns their ids in input order.
-/// Binds arrays of kind, payload, key, priority, run_at (NULL: now).
+/// Binds arrays of kind, payload, key, priority, run_at (NULL: now), batch,
+/// ref and line (NULL outside a batch).
 pub const ENQUEUE_MANY: &str = "
-SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority, t.run_at) AS id
-FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[], $5::timestamptz[])
-     WITH ORDINALITY AS t(kind, payload, key, priority, run_at, ord)
+SELECT seatq.enqueue(t.kind, t.payload, t.key, t.priority, t.run_at, t.batch, t.batch_ref, t.batch_line) AS id
+FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[], $8::int[])
+     WITH ORDINALITY AS t(kind, payload, key, priority, run_at, batch, batch_ref, batch_line, ord)
 ORDER BY t.ord";
 
 /// Which requests of a batch (arrays of kind $1, payload $2, key $3) reuse
 /// an idempotency key for another kind or payload: the key's first use is
 /// the stored request if there is one, else the batch's first line with it.
 /// Returns each conflicting line's position (from 1), its key and the id of
-/// the stored request it conflicts with (NULL for a line of the batch).
+/// the stored request it conflicts with (NULL for a line of the batch). The
+/// batch's first line of each key comes from a window, one sort for the
+/// whole batch, so thousands of lines cost no more than a sort of them.
 pub const IDEMPOTENCY_CONFLICTS: &str = "
 WITH b AS (
-    SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS t(kind, payload, key, ord)
-    WHERE key IS NOT NULL
+    SELECT t.kind, t.payload, t.key, t.ord,
+           first_value(t.ord) OVER w AS first_ord,
+           first_value(t.kind) OVER w AS first_kind,
+           first_value(t.payload) OVER w AS first_payload
+    FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS t(kind, payload, key, ord)
+    WHERE t.key IS NOT NULL
+    WINDOW w AS (PARTITION BY t.key ORDER BY t.ord)
 )
-SELECT b.ord AS position, b.key, stored.id AS first_id, CASE WHEN stored.id IS NULL THEN first.ord END AS first_position
+SELECT b.ord AS position, b.key, stored.id AS first_id, CASE WHEN stored.id IS NULL THEN b.first_ord END AS first_position
 FROM b
 LEFT JOIN LATERAL (
     SELECT r.id, r.kind, r.payload FROM seatq.requests r WHERE r.idempotency_key = b.key
 ) stored ON true
-LEFT JOIN LATERAL (
-    SELECT f.ord, f.kind, f.payload FROM b f WHERE f.key = b.key ORDER BY f.ord LIMIT 1
-) first ON true
 WHERE CASE WHEN stored.id IS NOT NULL
            THEN (stored.kind, stored.payload) IS DISTINCT FROM (b.kind, b.payload)
-           ELSE (first.kind, first.payload) IS DISTINCT FROM (b.kind, b.payload) END
+           ELSE (b.first_kind, b.first_payload) IS DISTINCT FROM (b.kind, b.payload) END
 ORDER BY b.ord";
 
 /// The columns of a request as a producer reads them.
 macro_rules! request_columns {
     () => {
         "id, kind, payload, idempotency_key, priority, status, attempts,
-         contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message"
+         contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message,
+         batch, batch_ref, batch_line"
     };
 }
+pub(crate) use request_columns;
 
 /// One request by id.
 pub const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seatq.requests WHERE id = $1");

@@ -1,0 +1,893 @@
+//! Batches: thousands of parties submitted at once (a tour operator's file),
+//! each party's outcome given back next to the line that asked for it, and
+//! the file safe to submit again. docs/group-bookings.md is the guide.
+//!
+//! A [`Batch`] is a name and its parties, each a [`NewRequest`] with its line
+//! and the submitter's own reference for it (`ref`, optional). Each party is
+//! enqueued under an idempotency key derived from the batch's name and its
+//! ref (or, without a ref, its content: kind and payload, and which
+//! occurrence of that content it is), unless the line names a key of its own.
+//! Submitting the same batch again therefore enqueues only the parties not
+//! in the queue yet ([`Client::enqueue_batch`]) and answers the rest from
+//! their recorded outcomes.
+//!
+//! Each request also records its batch, ref and line (`seatq.requests.batch`,
+//! `batch_ref`, `batch_line`), so a batch can be read back from the database
+//! alone, on any machine: [`Client::batch_status`], [`Client::batch_results`].
+//!
+//! ```no_run
+//! # async fn demo(client: seatq::Client) -> Result<(), seatq::Error> {
+//! use futures_util::StreamExt as _;
+//! use seatq::batch::{Batch, Summary};
+//! use seatq::client::Retry;
+//! use seatq::{Request, SeatRequest};
+//!
+//! let mut batch = Batch::new("tour-2027-05")?;
+//! batch.push(Some("A-17".into()), Request::Book(SeatRequest::new(1, 2, 4, "Smith party")))?;
+//! batch.push(Some("A-18".into()), Request::Book(SeatRequest::new(1, 2, 9, "Jones party")))?;
+//! client.check_batch(&mut batch).await?;
+//! let submitted = client.enqueue_batch(&batch, &Retry::NEVER).await?;
+//! let mut summary = Summary::default();
+//! let mut outcomes = client.batch_outcomes(&batch, &submitted);
+//! while let Some(outcome) = outcomes.next().await {
+//!     let outcome = outcome?;
+//!     println!("{:?}: {}", outcome.reference, outcome.status);
+//!     summary.add(&outcome);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use futures_util::stream::{self, BoxStream, StreamExt as _};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::bulk::{BadLine, Format, Parsed};
+use crate::client::{NewRequest, Retry};
+use crate::limits::{MAX_BATCH_NAME_CHARS, MAX_REF_CHARS};
+use crate::outcome::{BookingResult, BookingState, ErrorCode, RequestRecord, Status};
+use crate::request::Request;
+use crate::{Client, Error, RequestError, sql};
+
+/// Where a request stands in its batch: its name, its line (from 1) and its
+/// ref, if any (see [`NewRequest::batch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InBatch {
+    pub name: String,
+    /// The submitter's own reference for the party (`ref` in files).
+    pub reference: Option<String>,
+    /// The line of the file (or the place in the batch), from 1.
+    pub line: usize,
+}
+
+impl InBatch {
+    /// Check the name and the ref.
+    pub fn check(&self) -> Result<(), RequestError> {
+        check_name(&self.name)?;
+        self.reference.as_deref().map_or(Ok(()), check_ref)
+    }
+
+    /// The line as stored (`batch_line`); none past what an `int` holds.
+    pub(crate) fn line_number(&self) -> Option<i32> {
+        i32::try_from(self.line).ok().filter(|l| *l > 0)
+    }
+}
+
+/// Check a batch name: 1 to [`MAX_BATCH_NAME_CHARS`] characters, not all
+/// blank, without control characters.
+pub fn check_name(name: &str) -> Result<(), RequestError> {
+    check_text("batch", name, MAX_BATCH_NAME_CHARS)
+}
+
+/// Check a line's `ref`: 1 to [`MAX_REF_CHARS`] characters, not all blank,
+/// without control characters.
+pub fn check_ref(reference: &str) -> Result<(), RequestError> {
+    check_text("ref", reference, MAX_REF_CHARS)
+}
+
+fn check_text(field: &str, text: &str, most: usize) -> Result<(), RequestError> {
+    let invalid =
+        |why: String| Err(RequestError { code: ErrorCode::InvalidRequest, message: format!("{field}: {why}") });
+    if text.trim().is_empty() {
+        return invalid("must not be empty".into());
+    }
+    let chars = text.chars().count();
+    if chars > most {
+        return invalid(format!("{chars} characters, at most {most} allowed"));
+    }
+    if text.chars().any(char::is_control) {
+        return invalid("must not contain control characters (tabs, line breaks, U+0000)".into());
+    }
+    Ok(())
+}
+
+/// The batch name a file gives by default: its name without directory and
+/// extension (`/data/parties.jsonl` is `parties`); `None` for standard input
+/// (`-`) or a name that is not a valid batch name.
+pub fn default_name(path: &str) -> Option<String> {
+    if path == "-" {
+        return None;
+    }
+    let stem = std::path::Path::new(path).file_stem()?.to_str()?;
+    check_name(stem).ok().map(|()| stem.to_string())
+}
+
+/// A batch of parties under one name; see the [module](self) docs.
+#[derive(Debug)]
+pub struct Batch {
+    name: String,
+    /// The parties (`good`, tagged with the batch and under their keys), the
+    /// lines refused (`bad`), and every line's ref.
+    lines: Parsed,
+    /// Each ref used, with its line.
+    refs: HashMap<String, usize>,
+    /// How many parties so far had each content digest (parties without a
+    /// ref or key of their own).
+    occurrences: HashMap<String, u32>,
+}
+
+impl Batch {
+    /// An empty batch; refused if the name is not valid ([`check_name`]).
+    pub fn new(name: &str) -> Result<Batch, RequestError> {
+        check_name(name)?;
+        Ok(Batch {
+            name: name.to_string(),
+            lines: Parsed::default(),
+            refs: HashMap::new(),
+            occurrences: HashMap::new(),
+        })
+    }
+
+    /// A batch of a parsed file ([`Format::parse`]): its good lines are the
+    /// parties, its bad lines stay refused, and lines that share a ref are
+    /// refused too (each naming the others: which of them was meant cannot
+    /// be told).
+    pub fn from_file(name: &str, parsed: Parsed) -> Result<Batch, RequestError> {
+        let mut batch = Batch::new(name)?;
+        let mut lines_of: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (line, reference) in &parsed.refs {
+            lines_of.entry(reference.as_str()).or_default().push(*line);
+        }
+        let duplicates: HashMap<usize, RequestError> = lines_of
+            .iter()
+            .filter(|(_, lines)| lines.len() > 1)
+            .flat_map(|(reference, lines)| {
+                lines.iter().map(move |line| {
+                    let others: Vec<String> = lines.iter().filter(|l| *l != line).map(usize::to_string).collect();
+                    let message = format!("ref {reference:?} is also on line {}", others.join(", "));
+                    (*line, RequestError { code: ErrorCode::DuplicateRef, message })
+                })
+            })
+            .collect();
+        let Parsed { good, lines, bad, refs } = parsed;
+        batch.lines.bad = bad;
+        batch.lines.refs = refs;
+        for (new, line) in good.into_iter().zip(lines) {
+            match duplicates.get(&line) {
+                Some(e) => {
+                    batch.lines.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message.clone() })
+                }
+                None => {
+                    let reference = batch.lines.refs.get(&line).cloned();
+                    batch.add(line, reference, new);
+                }
+            }
+        }
+        batch.lines.bad.sort_by_key(|b| b.line);
+        Ok(batch)
+    }
+
+    /// Add a party on the next line, with its ref if it has one; refused if
+    /// the request or the ref is not valid, or the ref is taken in this batch.
+    pub fn push(&mut self, reference: Option<String>, new: impl Into<NewRequest>) -> Result<(), RequestError> {
+        let new = new.into();
+        new.check()?;
+        if let Some(reference) = &reference {
+            check_ref(reference)?;
+            if let Some(line) = self.refs.get(reference) {
+                let message = format!("ref {reference:?} is also on line {line}");
+                return Err(RequestError { code: ErrorCode::DuplicateRef, message });
+            }
+        }
+        let line = self.next_line();
+        if let Some(reference) = &reference {
+            self.lines.refs.insert(line, reference.clone());
+        }
+        self.add(line, reference, new);
+        Ok(())
+    }
+
+    /// The line after every line so far.
+    fn next_line(&self) -> usize {
+        let last = self.lines.lines.last().copied().unwrap_or(0);
+        last.max(self.lines.bad.iter().map(|b| b.line).max().unwrap_or(0)) + 1
+    }
+
+    /// Tag a party with the batch, its line and ref, and (unless it has one
+    /// of its own) its key; add it.
+    fn add(&mut self, line: usize, reference: Option<String>, mut new: NewRequest) {
+        if new.idempotency_key.is_none() {
+            new.idempotency_key = Some(match &reference {
+                Some(reference) => ref_key(&self.name, reference),
+                None => {
+                    let digest = content_digest(&new.request);
+                    let occurrence = self.occurrences.entry(digest.clone()).or_default();
+                    *occurrence += 1;
+                    format!("batch:{}", serde_json::json!([self.name, null, digest, *occurrence]))
+                }
+            });
+        }
+        if let Some(reference) = &reference {
+            self.refs.insert(reference.clone(), line);
+        }
+        new.batch = Some(InBatch { name: self.name.clone(), reference, line });
+        self.lines.good.push(new);
+        self.lines.lines.push(line);
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parties, in line order, each under its idempotency key and tagged
+    /// with its batch, line and ref.
+    pub fn parties(&self) -> &[NewRequest] {
+        &self.lines.good
+    }
+
+    /// The lines refused (not readable, not a valid request, a ref used
+    /// twice, a key first used for another request), in line order.
+    pub fn bad(&self) -> &[BadLine] {
+        &self.lines.bad
+    }
+
+    /// Each party as an outcome not known yet: status `queued`, with its
+    /// request id from `submitted`, line, ref, event and class. What a wait
+    /// that ends early reports for the parties not finished.
+    pub fn pending<'a>(&'a self, submitted: &'a Submitted) -> impl Iterator<Item = PartyOutcome> + 'a {
+        self.parties().iter().zip(&submitted.ids).map(|(party, id)| {
+            let (event, class) = event_and_class(&party.request.payload());
+            PartyOutcome {
+                line: party.batch.as_ref().map(|b| b.line),
+                reference: party.batch.as_ref().and_then(|b| b.reference.clone()),
+                id: Some(*id),
+                status: PartyStatus::Queued,
+                event,
+                class,
+                booking: None,
+                error_code: None,
+                error_message: None,
+            }
+        })
+    }
+
+    /// Each refused line as an outcome (status `refused`, no request), with
+    /// its ref when the line gave one.
+    pub fn refused(&self) -> impl Iterator<Item = PartyOutcome> + '_ {
+        self.lines.bad.iter().map(|b| PartyOutcome {
+            line: Some(b.line),
+            reference: self.lines.refs.get(&b.line).cloned(),
+            id: None,
+            status: PartyStatus::Refused,
+            event: None,
+            class: None,
+            booking: None,
+            error_code: Some(b.code.clone()),
+            error_message: Some(b.reason.clone()),
+        })
+    }
+}
+
+/// The key of a party with a ref: the batch's name and the ref, as a JSON
+/// array, so that no choice of either can make two pairs one key.
+fn ref_key(name: &str, reference: &str) -> String {
+    format!("batch:{}", serde_json::json!([name, reference]))
+}
+
+/// What a party without a ref asks for (its kind and payload, not its queue
+/// options), as 32 hex digits of SHA-256: the same request gives the same
+/// digest in any run of any version that encodes it the same.
+fn content_digest(request: &Request) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(request.kind().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(request.payload().to_string().as_bytes());
+    hasher.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A batch enqueued: each party's request id, in the order of
+/// [`Batch::parties`], and how many were new.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    pub ids: Vec<i64>,
+    /// Parties enqueued now; the others were in the queue already (a batch
+    /// submitted again).
+    pub enqueued: usize,
+}
+
+/// Where one line of a batch stands: a request's status, or `refused` for a
+/// line never enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartyStatus {
+    Queued,
+    Succeeded,
+    Failed,
+    Dead,
+    /// Not enqueued: the line is not a valid request, shares its ref with
+    /// another, or reuses a key for another request.
+    Refused,
+}
+
+impl PartyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartyStatus::Queued => "queued",
+            PartyStatus::Succeeded => "succeeded",
+            PartyStatus::Failed => "failed",
+            PartyStatus::Dead => "dead",
+            PartyStatus::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for PartyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Status> for PartyStatus {
+    fn from(status: Status) -> Self {
+        match status {
+            Status::Queued => PartyStatus::Queued,
+            Status::Succeeded => PartyStatus::Succeeded,
+            Status::Failed => PartyStatus::Failed,
+            Status::Dead => PartyStatus::Dead,
+        }
+    }
+}
+
+/// One line's outcome: a line of an outcome file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartyOutcome {
+    /// The line of the file (or place in the batch), from 1.
+    pub line: Option<usize>,
+    /// The submitter's own reference for the line.
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    /// The request (none for a refused line).
+    pub id: Option<i64>,
+    pub status: PartyStatus,
+    /// The event and class asked for, as the request names them.
+    pub event: Option<i64>,
+    pub class: Option<i16>,
+    /// Succeeded: the booking, its seats with their labels, the total and,
+    /// for a hold, until when it is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booking: Option<BookingResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+}
+
+impl PartyOutcome {
+    /// The outcome of a request as it stands, with its stored line and ref.
+    pub fn of(record: &RequestRecord) -> PartyOutcome {
+        let (event, class) = event_and_class(&record.payload);
+        PartyOutcome {
+            line: record.batch_line.and_then(|l| usize::try_from(l).ok()),
+            reference: record.batch_ref.clone(),
+            id: Some(record.id),
+            status: record.status.into(),
+            event,
+            class,
+            booking: record.booking(),
+            error_code: record.error_code.clone(),
+            error_message: record.error_message.clone(),
+        }
+    }
+
+    /// Seats the party holds or has booked.
+    pub fn seats(&self) -> usize {
+        match &self.booking {
+            Some(b) if b.state.seats().is_some() => b.seats.len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether the party did not get what it asked for: failed, dead or refused.
+    pub fn is_failure(&self) -> bool {
+        matches!(self.status, PartyStatus::Failed | PartyStatus::Dead | PartyStatus::Refused)
+    }
+}
+
+/// The event and class a payload names, if it names them as integers.
+fn event_and_class(payload: &Value) -> (Option<i64>, Option<i16>) {
+    let int = |field: &str| payload.get(field).and_then(Value::as_i64);
+    (int("event"), int("class").and_then(|c| i16::try_from(c).ok()))
+}
+
+/// Parties of one kind of outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub parties: u64,
+    /// Succeeded: the party got its seats (held or booked).
+    pub booked: u64,
+    /// Seats the booked parties hold or have booked.
+    pub seats: u64,
+    /// Failed `sold_out`: too few seats of the class left.
+    pub sold_out: u64,
+    /// Every other failure (failed with another code, or dead).
+    pub failed: u64,
+    /// Not finished yet.
+    pub queued: u64,
+}
+
+impl Counts {
+    fn add(&mut self, status: PartyStatus, error_code: Option<&str>, parties: u64, seats: u64) {
+        self.parties += parties;
+        match status {
+            PartyStatus::Succeeded => {
+                self.booked += parties;
+                self.seats += seats;
+            }
+            PartyStatus::Failed if error_code == Some(ErrorCode::SoldOut.as_str()) => self.sold_out += parties,
+            PartyStatus::Failed | PartyStatus::Dead => self.failed += parties,
+            PartyStatus::Queued => self.queued += parties,
+            PartyStatus::Refused => {}
+        }
+    }
+}
+
+/// The counts of one event and class (as the requests name them: none for
+/// a request that names no event, or names seats rather than a class).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub event: Option<i64>,
+    pub class: Option<i16>,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+/// A batch's outcomes counted: in all, by event and class, by status and by
+/// error code.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Every party enqueued (refused lines are not parties).
+    pub total: Counts,
+    /// Lines refused, never enqueued.
+    pub refused: u64,
+    /// By event and class, in that order.
+    pub groups: Vec<Group>,
+    /// Lines by status (`refused` included).
+    pub statuses: BTreeMap<String, u64>,
+    /// Failed, dead and refused lines by error code.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    /// Count one line's outcome.
+    pub fn add(&mut self, outcome: &PartyOutcome) {
+        self.add_many(
+            outcome.event,
+            outcome.class,
+            outcome.status,
+            outcome.error_code.as_deref(),
+            1,
+            outcome.seats() as u64,
+        );
+    }
+
+    /// Count `parties` lines of one event, class, status and error code,
+    /// holding `seats` seats between them.
+    fn add_many(
+        &mut self,
+        event: Option<i64>,
+        class: Option<i16>,
+        status: PartyStatus,
+        error_code: Option<&str>,
+        parties: u64,
+        seats: u64,
+    ) {
+        *self.statuses.entry(status.to_string()).or_default() += parties;
+        if let Some(code) = error_code {
+            *self.errors.entry(code.to_string()).or_default() += parties;
+        }
+        if status == PartyStatus::Refused {
+            self.refused += parties;
+            return;
+        }
+        self.total.add(status, error_code, parties, seats);
+        let at = match self.groups.binary_search_by_key(&(event, class), |g| (g.event, g.class)) {
+            Ok(at) => at,
+            Err(at) => {
+                self.groups.insert(at, Group { event, class, counts: Counts::default() });
+                at
+            }
+        };
+        self.groups[at].counts.add(status, error_code, parties, seats);
+    }
+
+    /// Whether any line failed, died or was refused.
+    pub fn any_failed(&self) -> bool {
+        self.refused + self.total.sold_out + self.total.failed > 0
+    }
+}
+
+/// A batch as the database holds it ([`Client::batch_status`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchStatus {
+    pub name: String,
+    /// When its first request was enqueued (none: no such batch).
+    pub first_enqueued: Option<DateTime<Utc>>,
+    /// When its last finished request finished.
+    pub last_finished: Option<DateTime<Utc>>,
+    pub summary: Summary,
+}
+
+impl Client {
+    /// Refuse the parties of `batch` whose key was first used for another
+    /// kind or payload (a ref submitted before with another request, or a
+    /// line's own key reused): they move to [`Batch::bad`], each naming the
+    /// request it conflicts with. One statement for the whole batch.
+    pub async fn check_batch(&self, batch: &mut Batch) -> Result<(), Error> {
+        let conflicts = self.conflicts(batch.parties()).await?;
+        let refused = conflicts
+            .into_iter()
+            .map(|c| {
+                let party = &batch.parties()[c.position];
+                let reference = party.batch.as_ref().and_then(|b| b.reference.as_deref());
+                let message = match reference {
+                    Some(r) if c.key == ref_key(&batch.name, r) => format!(
+                        "ref {r:?} of batch {:?} was first submitted as {} with another kind or payload: \
+                         give the line a new ref, or submit the file as a new batch",
+                        batch.name, c.first
+                    ),
+                    _ => format!(
+                        "idempotency key {:?} was first used by {} with another kind or payload",
+                        c.key, c.first
+                    ),
+                };
+                (c.position, RequestError { code: ErrorCode::IdempotencyConflict, message })
+            })
+            .collect();
+        batch.lines.refuse(refused);
+        Ok(())
+    }
+
+    /// Enqueue the parties of `batch` that are not in the queue yet, in one
+    /// transaction (see [`Client::enqueue_all`], which also says how
+    /// `retry` applies); the others keep the request they have. One
+    /// statement finds which are in, so a batch submitted again with
+    /// nothing new writes nothing. Returns every party's request id.
+    ///
+    /// Refused with [`ErrorCode::IdempotencyConflict`] if a party's key was
+    /// first used for another request: [`Client::check_batch`] first.
+    pub async fn enqueue_batch(&self, batch: &Batch, retry: &Retry) -> Result<Submitted, Error> {
+        let parties = batch.parties();
+        let keys: Vec<&str> = parties.iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
+        let taken: HashMap<String, i64> = retry
+            .run("looking up the batch's requests", || async {
+                let rows: Vec<(String, i64)> =
+                    sqlx::query_as(sql::batch::KEYS_TAKEN).bind(&keys).fetch_all(self.pool()).await?;
+                Ok(rows.into_iter().collect())
+            })
+            .await?;
+        let id_of = |p: &NewRequest| p.idempotency_key.as_ref().and_then(|k| taken.get(k)).copied();
+        let missing: Vec<NewRequest> = parties.iter().filter(|p| id_of(p).is_none()).cloned().collect();
+        let mut new_ids =
+            if missing.is_empty() { Vec::new() } else { self.enqueue_all(&missing, retry).await? }.into_iter();
+        let ids = parties.iter().map(|p| id_of(p).or_else(|| new_ids.next()).unwrap_or_default()).collect();
+        Ok(Submitted { ids, enqueued: missing.len() })
+    }
+
+    /// Each party's outcome as it finishes (those finished already first),
+    /// with its line and ref in `batch`, until all have: one listening
+    /// connection and batched reads however many parties
+    /// ([`Client::wait_each`]). No deadline: wrap each `next()` in a timeout
+    /// for one.
+    pub fn batch_outcomes(
+        &self,
+        batch: &Batch,
+        submitted: &Submitted,
+    ) -> BoxStream<'static, Result<PartyOutcome, Error>> {
+        let mut places: HashMap<i64, Vec<(usize, Option<String>)>> = HashMap::new();
+        for (party, id) in batch.parties().iter().zip(&submitted.ids) {
+            let (line, reference) = party.batch.as_ref().map(|b| (b.line, b.reference.clone())).unwrap_or_default();
+            places.entry(*id).or_default().push((line, reference));
+        }
+        let ids: Vec<i64> = {
+            let mut seen = HashSet::new();
+            submitted.ids.iter().copied().filter(|id| seen.insert(*id)).collect()
+        };
+        self.wait_each(&ids)
+            .flat_map(move |finished| {
+                let outcomes: Vec<Result<PartyOutcome, Error>> = match finished {
+                    Err(e) => vec![Err(e)],
+                    Ok(record) => {
+                        let outcome = PartyOutcome::of(&record);
+                        places
+                            .get(&record.id)
+                            .into_iter()
+                            .flatten()
+                            .map(|(line, reference)| {
+                                Ok(PartyOutcome { line: Some(*line), reference: reference.clone(), ..outcome.clone() })
+                            })
+                            .collect()
+                    }
+                };
+                stream::iter(outcomes)
+            })
+            .boxed()
+    }
+
+    /// The batch `name` as the database holds it: its requests counted by
+    /// event and class, status and error code, in one statement. Empty
+    /// (no first enqueue) if there is no such batch.
+    pub async fn batch_status(&self, name: &str) -> Result<BatchStatus, Error> {
+        type Row =
+            (Option<Value>, Option<Value>, Status, Option<String>, i64, i64, DateTime<Utc>, Option<DateTime<Utc>>);
+        let rows: Vec<Row> = sqlx::query_as(sql::batch::BATCH_COUNTS).bind(name).fetch_all(self.pool()).await?;
+        let mut status = BatchStatus { name: name.to_string(), ..BatchStatus::default() };
+        for (event, class, request_status, error_code, parties, seats, first, last) in rows {
+            let (event, class) = event_and_class(&serde_json::json!({ "event": event, "class": class }));
+            status.summary.add_many(
+                event,
+                class,
+                request_status.into(),
+                error_code.as_deref(),
+                parties as u64,
+                seats as u64,
+            );
+            status.first_enqueued = Some(status.first_enqueued.map_or(first, |f| f.min(first)));
+            status.last_finished = status.last_finished.max(last);
+        }
+        Ok(status)
+    }
+
+    /// Every request of the batch `name` as an outcome, in the order of the
+    /// lines they were first submitted from, read as they come (however
+    /// large the batch, it is never all in memory).
+    pub fn batch_results(&self, name: &str) -> BoxStream<'_, Result<PartyOutcome, Error>> {
+        sqlx::query_as::<_, RequestRecord>(sql::batch::BATCH_REQUESTS)
+            .bind(name.to_string())
+            .fetch(self.pool())
+            .map(|row| row.map(|record| PartyOutcome::of(&record)).map_err(Error::from))
+            .boxed()
+    }
+}
+
+/// The columns of a CSV outcome file, in order.
+pub const OUTCOME_COLUMNS: [&str; 14] = [
+    "line",
+    "ref",
+    "id",
+    "status",
+    "event",
+    "class",
+    "booking",
+    "state",
+    "seats",
+    "seat_labels",
+    "total",
+    "held_until",
+    "error_code",
+    "error_message",
+];
+
+/// Writes outcomes, one a line: JSON lines ([`PartyOutcome`] as JSON), or
+/// CSV with a header ([`OUTCOME_COLUMNS`]: the booking flattened, its seat
+/// numbers space-separated, their labels as `section, row R, seat S`
+/// separated by `; `, the total in currency units).
+pub struct OutcomeWriter<W: Write> {
+    out: Out<W>,
+}
+
+enum Out<W: Write> {
+    Jsonl(W),
+    /// Boxed: the CSV writer holds its buffer inline.
+    Csv(Box<csv::Writer<W>>),
+}
+
+impl<W: Write> OutcomeWriter<W> {
+    /// A writer of `format` on `out` (CSV: the header is written at once).
+    pub fn new(format: Format, out: W) -> std::io::Result<OutcomeWriter<W>> {
+        let out = match format {
+            Format::Jsonl => Out::Jsonl(out),
+            Format::Csv => {
+                let mut csv = csv::Writer::from_writer(out);
+                csv.write_record(OUTCOME_COLUMNS)?;
+                Out::Csv(Box::new(csv))
+            }
+        };
+        Ok(OutcomeWriter { out })
+    }
+
+    pub fn write(&mut self, outcome: &PartyOutcome) -> std::io::Result<()> {
+        match &mut self.out {
+            Out::Jsonl(out) => {
+                serde_json::to_writer(&mut *out, outcome)?;
+                out.write_all(b"\n")
+            }
+            Out::Csv(csv) => Ok(csv.write_record(csv_record(outcome))?),
+        }
+    }
+
+    /// Flush, and give the underlying writer back.
+    pub fn finish(self) -> std::io::Result<W> {
+        match self.out {
+            Out::Jsonl(mut out) => {
+                out.flush()?;
+                Ok(out)
+            }
+            Out::Csv(csv) => csv.into_inner().map_err(|e| e.into_error()),
+        }
+    }
+}
+
+/// An outcome as the cells of [`OUTCOME_COLUMNS`].
+fn csv_record(o: &PartyOutcome) -> [String; 14] {
+    let text = |v: Option<String>| v.unwrap_or_default();
+    let b = o.booking.as_ref();
+    let seats = b.map(|b| b.seats.iter().map(|s| s.seat.to_string()).collect::<Vec<_>>().join(" "));
+    let labels = b.map(|b| {
+        let label = |s: &crate::SeatInfo| match s.label.is_empty() {
+            true => format!("seat {}", s.seat),
+            false => format!("{}, row {}, seat {}", s.section, s.row_label, s.label),
+        };
+        b.seats.iter().map(label).collect::<Vec<_>>().join("; ")
+    });
+    [
+        text(o.line.map(|l| l.to_string())),
+        text(o.reference.clone()),
+        text(o.id.map(|i| i.to_string())),
+        o.status.to_string(),
+        text(o.event.map(|e| e.to_string())),
+        text(o.class.map(|c| c.to_string())),
+        text(b.map(|b| b.booking.to_string())),
+        text(b.map(|b| BookingState::as_str(b.state).to_string())),
+        text(seats),
+        text(labels),
+        text(b.map(|b| format!("{}.{:02}", b.total_cents / 100, b.total_cents % 100))),
+        text(b.and_then(|b| b.held_until).map(|t| t.to_rfc3339())),
+        text(o.error_code.clone()),
+        text(o.error_message.clone()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SeatRequest;
+
+    fn book(customer: &str) -> Request {
+        Request::Book(SeatRequest::new(1, 2, 3, customer))
+    }
+
+    #[test]
+    fn keys_derive_from_the_name_and_the_ref_or_the_content() {
+        let mut batch = Batch::new("tour").expect("name");
+        batch.push(Some("A-1".into()), book("ann")).expect("A-1");
+        batch.push(None, book("bob")).expect("bob");
+        batch.push(None, book("bob")).expect("bob again");
+        batch.push(None, book("cat")).expect("cat");
+        let keys: Vec<&str> = batch.parties().iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
+        assert_eq!(keys[0], r#"batch:["tour","A-1"]"#);
+        // The same content twice is two parties, numbered by occurrence.
+        assert!(keys[1].ends_with(",1]") && keys[2].ends_with(",2]"), "{keys:?}");
+        assert_eq!(keys[1].trim_end_matches(",1]"), keys[2].trim_end_matches(",2]"));
+        assert_ne!(keys[1].trim_end_matches(",1]"), keys[3].trim_end_matches(",1]"));
+
+        // The same lines in another batch object: the same keys.
+        let mut again = Batch::new("tour").expect("name");
+        for (r, customer) in [(Some("A-1"), "ann"), (None, "bob"), (None, "bob"), (None, "cat")] {
+            again.push(r.map(String::from), book(customer)).expect("push");
+        }
+        let same: Vec<&str> = again.parties().iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
+        assert_eq!(keys, same);
+
+        // A name and a ref cannot run into each other.
+        assert_ne!(ref_key("a:b", "c"), ref_key("a", "b:c"));
+        let lines: Vec<usize> = batch.parties().iter().filter_map(|p| p.batch.as_ref().map(|b| b.line)).collect();
+        assert_eq!(lines, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_ref_used_twice_refuses_every_line_with_it() {
+        let file = [
+            r#"{"kind": "book", "ref": "A", "payload": {"event": 1, "class": 1, "party": 2, "customer": "a"}}"#,
+            r#"{"kind": "book", "ref": "B", "payload": {"event": 1, "class": 1, "party": 2, "customer": "b"}}"#,
+            r#"{"kind": "book", "ref": "A", "payload": {"event": 1, "class": 1, "party": 3, "customer": "c"}}"#,
+            r#"{"kind": "book", "ref": 7, "payload": {"event": 1, "class": 1, "party": 30, "customer": "d"}}"#,
+        ]
+        .join("\n");
+        let batch = Batch::from_file("f", crate::bulk::parse(file.as_bytes()).expect("parse")).expect("batch");
+        let bad: Vec<(usize, &str, &str)> =
+            batch.bad().iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
+        assert_eq!(
+            bad,
+            [
+                (1, "duplicate_ref", "ref \"A\" is also on line 3"),
+                (3, "duplicate_ref", "ref \"A\" is also on line 1"),
+                (4, "party_out_of_range", "party: 30 is out of range 1 to 9"),
+            ]
+        );
+        assert_eq!(batch.parties().len(), 1);
+        let refused: Vec<Option<String>> = batch.refused().map(|o| o.reference).collect();
+        assert_eq!(refused, [Some("A".into()), Some("A".into()), Some("7".into())]);
+
+        let mut batch = Batch::new("f").expect("name");
+        batch.push(Some("A".into()), book("a")).expect("first");
+        let e = batch.push(Some("A".into()), book("b")).expect_err("second");
+        assert_eq!((e.code, e.message.as_str()), (ErrorCode::DuplicateRef, "ref \"A\" is also on line 1"));
+    }
+
+    #[test]
+    fn names_and_refs_are_checked() {
+        assert!(Batch::new("").is_err());
+        assert!(Batch::new("a\nb").is_err());
+        assert!(Batch::new(&"x".repeat(MAX_BATCH_NAME_CHARS + 1)).is_err());
+        assert!(Batch::new(&"é".repeat(MAX_BATCH_NAME_CHARS)).is_ok());
+        assert_eq!(default_name("/data/parties.jsonl").as_deref(), Some("parties"));
+        assert_eq!(default_name("parties-2027.csv").as_deref(), Some("parties-2027"));
+        assert_eq!(default_name("-"), None);
+        let e = check_ref(" ").expect_err("blank");
+        assert_eq!(e.message, "ref: must not be empty");
+    }
+
+    #[test]
+    fn outcomes_are_counted_by_event_and_class() {
+        let outcome = |event, class, status, code: Option<&str>| PartyOutcome {
+            line: None,
+            reference: None,
+            id: Some(1),
+            status,
+            event,
+            class,
+            booking: None,
+            error_code: code.map(String::from),
+            error_message: None,
+        };
+        let mut summary = Summary::default();
+        summary.add(&outcome(Some(2), Some(1), PartyStatus::Failed, Some("sold_out")));
+        summary.add(&outcome(Some(1), Some(3), PartyStatus::Failed, Some("seats_taken")));
+        summary.add(&outcome(Some(1), Some(3), PartyStatus::Queued, None));
+        summary.add(&outcome(None, None, PartyStatus::Refused, Some("invalid_json")));
+        assert_eq!(summary.total.parties, 3);
+        assert_eq!((summary.total.sold_out, summary.total.failed, summary.total.queued), (1, 1, 1));
+        assert_eq!(summary.refused, 1);
+        let groups: Vec<(Option<i64>, Option<i16>, u64)> =
+            summary.groups.iter().map(|g| (g.event, g.class, g.counts.parties)).collect();
+        assert_eq!(groups, [(Some(1), Some(3), 2), (Some(2), Some(1), 1)]);
+        assert_eq!(summary.errors.get("invalid_json"), Some(&1));
+        assert!(summary.any_failed());
+    }
+
+    #[test]
+    fn csv_outcomes_have_a_header_and_a_line_each() {
+        let mut out = OutcomeWriter::new(Format::Csv, Vec::new()).expect("writer");
+        let refused = PartyOutcome {
+            line: Some(4),
+            reference: Some("A, 1".into()),
+            id: None,
+            status: PartyStatus::Refused,
+            event: None,
+            class: None,
+            booking: None,
+            error_code: Some("invalid_json".into()),
+            error_message: Some("expected value".into()),
+        };
+        out.write(&refused).expect("write");
+        let text = String::from_utf8(out.finish().expect("finish")).expect("UTF-8");
+        assert_eq!(
+            text,
+            format!("{}\n4,\"A, 1\",,refused,,,,,,,,,invalid_json,expected value\n", OUTCOME_COLUMNS.join(","))
+        );
+    }
+}

@@ -859,7 +859,13 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                     } else {
                         format!("{}-{}", price(g.min_price_cents), price(g.max_price_cents))
                     };
-                    println!("  {:<16} class {:<3} {:<10} {:>6}  at {prices}", g.section, g.class, g.state, g.seats);
+                    println!(
+                        "  {:<16} class {:<3} {:<10} {:>6}  at {prices}",
+                        g.section,
+                        g.class,
+                        g.state.as_str(),
+                        g.seats
+                    );
                 }
             }
         }

@@ -11,6 +11,7 @@
 //!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
 //!   listening connection), stats, invariant checks;
 //! - [`availability`]: free seats and prices per class, and the seat map, for a storefront;
+//! - [`view_cache`]: the client's shared, short-lived cache of them, for every page view;
 //! - [`bulk`]: request files, checked line by line;
 //! - [`venue`]: venue files (an event's seat map), checked line by line, to
 //!   import with [`Client::import_event`];
@@ -36,12 +37,14 @@ pub mod bulk;
 pub mod client;
 pub mod sql;
 pub mod venue;
+pub mod view_cache;
 mod waiters;
 
-pub use availability::{ClassAvailability, MapSeat};
+pub use availability::{AvailabilityView, ClassAvailability, LayoutSeat, MapSeat, SeatStates};
 pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
     SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request,
     retry, sqlstate, validate,
 };
+pub use view_cache::ViewCacheStats;

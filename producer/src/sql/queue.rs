@@ -17,22 +17,26 @@ ORDER BY t.ord";
 /// the stored request if there is one, else the batch's first line with it.
 /// Returns each conflicting line's position (from 1), its key and the id of
 /// the stored request it conflicts with (NULL for a line of the batch).
+/// Linear in the batch: each key's first line comes from a window over the
+/// batch sorted by key (one sort), the stored request from one seek of the
+/// key's unique index per line.
 pub const IDEMPOTENCY_CONFLICTS: &str = "
 WITH b AS (
-    SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS t(kind, payload, key, ord)
-    WHERE key IS NOT NULL
+    SELECT t.kind, t.payload, t.key, t.ord,
+           first_value(t.ord) OVER w AS first_ord,
+           first_value(t.kind) OVER w AS first_kind,
+           first_value(t.payload) OVER w AS first_payload
+    FROM unnest($1::text[], $2::jsonb[], $3::text[]) WITH ORDINALITY AS t(kind, payload, key, ord)
+    WHERE t.key IS NOT NULL
+    WINDOW w AS (PARTITION BY t.key ORDER BY t.ord)
 )
-SELECT b.ord AS position, b.key, stored.id AS first_id, CASE WHEN stored.id IS NULL THEN first.ord END AS first_position
+SELECT b.ord AS position, b.key, stored.id AS first_id,
+       CASE WHEN stored.id IS NULL THEN b.first_ord END AS first_position
 FROM b
-LEFT JOIN LATERAL (
-    SELECT r.id, r.kind, r.payload FROM seatq.requests r WHERE r.idempotency_key = b.key
-) stored ON true
-LEFT JOIN LATERAL (
-    SELECT f.ord, f.kind, f.payload FROM b f WHERE f.key = b.key ORDER BY f.ord LIMIT 1
-) first ON true
+LEFT JOIN seatq.requests stored ON stored.idempotency_key = b.key
 WHERE CASE WHEN stored.id IS NOT NULL
            THEN (stored.kind, stored.payload) IS DISTINCT FROM (b.kind, b.payload)
-           ELSE (first.kind, first.payload) IS DISTINCT FROM (b.kind, b.payload) END
+           ELSE (b.first_kind, b.first_payload) IS DISTINCT FROM (b.kind, b.payload) END
 ORDER BY b.ord";
 
 /// The columns of a request as a producer reads them.

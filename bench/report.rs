@@ -101,9 +101,21 @@ pub fn table(results: &[Measured]) -> String {
         if let Some(r) = &m.reads {
             let _ = write!(
                 out,
-                "; readers: {} page views ({:.0}/s), availability p50 {:.1} ms p99 {:.1} ms, \
-                 seat map of {} seats p50 {:.1} ms p99 {:.1} ms",
-                r.reads, r.reads_per_sec, r.summary_p50_ms, r.summary_p99_ms, r.map_seats, r.map_p50_ms, r.map_p99_ms
+                "; readers: {} page views ({:.0}/s) of {} seats, each p50 {:.2} ms p99 {:.2} ms \
+                 ({} fresh, {} stale while reading, {} waited; max age {:.0} ms); \
+                 {} database reads, p50 {:.1} ms p99 {:.1} ms",
+                r.reads,
+                r.reads_per_sec,
+                r.map_seats,
+                r.view_p50_ms,
+                r.view_p99_ms,
+                r.fresh,
+                r.stale,
+                r.waited,
+                r.max_age_ms,
+                r.db_reads,
+                r.db_read_p50_ms,
+                r.db_read_p99_ms
             );
             let alone = results.iter().find(|o| {
                 o.reads.is_none() && o.scenario == m.scenario && o.strategy == m.strategy && m.load.starts_with(&o.load)

@@ -1,18 +1,22 @@
 //! What a storefront reads: free seats and prices per class, and the seat
-//! map (`seatq.availability`, `seatq.seat_map`), matching the seats' real
+//! map (`seatq.availability`, `seatq.seat_map`, and the map in two parts,
+//! `seatq.seat_layout` and `seatq.seat_states`), matching the seats' real
 //! states after holds, bookings, a lapsed hold (free before any sweep) and a
 //! cancel; readable by a producer login, which still cannot read seats or
-//! bookings; naming no customer and no booking.
+//! bookings; naming no customer and no booking. The client's cache of
+//! availability: one read for page views at once, a view kept while young
+//! and served old while a newer is read, the layout read once (again when
+//! seats are added), a failed read's error shared.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestDb, hold};
-use seatq::{BookingRef, Client, Request, SeatAvailability, Status};
-use sqlx::Executor;
-use sqlx::postgres::PgPool;
+use common::{TestDb, eventually, hold};
+use futures_util::future::join_all;
+use seatq::{BookingRef, Client, MapSeat, Request, SeatAvailability, Status, ViewCacheStats};
 
 /// How each seat of the event really stands, from the table itself: booked,
 /// held (the hold live), or free (available, or the hold lapsed); with its
@@ -102,6 +106,24 @@ async fn availability_and_the_seat_map_match_the_seats() {
     assert_eq!((summary[0].min_cents, summary[0].max_cents), (75000, 90000));
     assert_eq!((summary[2].free_min_cents, summary[2].free_max_cents), (Some(12000), Some(15000)));
 
+    // The map in two parts: the layout, and one row naming the seats that
+    // are not free (the lapsed and cancelled ones are free); and the view a
+    // storefront's cache makes of them, the same map and summary.
+    let states = db.client.seat_states(ev).await.unwrap();
+    let listed = |state: SeatAvailability| -> Vec<i32> {
+        real.iter().filter(|(_, s)| s.2 == state).map(|(seat, _)| *seat).collect()
+    };
+    assert_eq!(states.seats, 60);
+    assert_eq!(states.held, listed(SeatAvailability::Held));
+    assert_eq!(states.booked, listed(SeatAvailability::Booked));
+    assert_eq!(states.not_for_sale, Vec::<i32>::new());
+    let layout = db.client.seat_layout(ev).await.unwrap();
+    let as_free: Vec<MapSeat> = map.iter().map(|s| MapSeat { state: SeatAvailability::Free, ..s.clone() }).collect();
+    assert_eq!(layout.iter().map(|s| MapSeat::new(s, SeatAvailability::Free)).collect::<Vec<_>>(), as_free);
+    let view = db.client.clone().with_view_max_age(Duration::ZERO).cached_availability(ev).await.unwrap();
+    assert_eq!(view.seat_map(), map);
+    assert_eq!(view.classes(), summary.as_slice());
+
     // A sold-out class has no free price range; an unknown event has no rows.
     for party in [9, 2] {
         let rest = db.run(Request::Book(hold(ev, 3, party, "fay"))).await;
@@ -111,15 +133,21 @@ async fn availability_and_the_seat_map_match_the_seats() {
     assert_eq!((summary[2].free, summary[2].free_min_cents, summary[2].free_max_cents), (0, None, None));
     assert!(db.client.availability(other + 100).await.unwrap().is_empty());
     assert!(db.client.seat_map(other + 100).await.unwrap().is_empty());
+    assert!(db.client.seat_layout(other + 100).await.unwrap().is_empty());
+    assert_eq!(db.client.seat_states(other + 100).await.unwrap(), seatq::SeatStates::default());
+    let none = db.client.cached_availability(other + 100).await.unwrap();
+    assert_eq!((none.seats().len(), none.classes().len()), (0, 0));
 
     // Nothing names a customer or a booking.
-    let json = serde_json::to_string(&(&summary, &map)).unwrap();
+    let json = serde_json::to_string(&(&summary, &map, &states, &layout)).unwrap();
     for word in ["ann", "bob", "cat", "dan", "eve", "fay", "booking", "customer"] {
         assert!(!json.contains(word), "{word} in {json}");
     }
     for (function, columns) in [
         ("availability", "class,seats,free,held,booked,free_min_cents,free_max_cents,min_cents,max_cents"),
         ("seat_map", "seat_no,section,row_label,label,row_no,pos,class,price_cents,state"),
+        ("seat_layout", "seat_no,section,row_label,label,row_no,pos,class,price_cents"),
+        ("seat_states", "seats,held,booked,not_for_sale"),
     ] {
         let names: String = sqlx::query_scalar(
             "SELECT string_agg(a.name, ',' ORDER BY a.ord)
@@ -141,15 +169,21 @@ async fn a_producer_login_reads_availability_but_not_the_seats() {
     db.run(Request::Hold(hold(ev, 1, 2, "ann"))).await.booking().expect("held");
     db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
 
-    let name = format!("{}_storefront", db.name);
-    db.pool.execute(sqlx::AssertSqlSafe(format!("CREATE ROLE \"{name}\" LOGIN IN ROLE seatq_producer"))).await.unwrap();
-    let pool = PgPool::connect_with(db.options.clone().username(&name)).await.unwrap();
+    let login = db.login("seatq_producer").await;
+    let pool = login.pool.clone();
     let shop = Client::from_pool(pool.clone());
 
     assert_eq!(shop.availability(ev).await.unwrap(), db.client.availability(ev).await.unwrap());
-    assert_eq!(shop.seat_map(ev).await.unwrap(), db.client.seat_map(ev).await.unwrap());
+    let map = db.client.seat_map(ev).await.unwrap();
+    assert_eq!(shop.seat_map(ev).await.unwrap(), map);
     let taken = shop.seat_map(ev).await.unwrap().iter().filter(|s| s.state != SeatAvailability::Free).count();
     assert_eq!(taken, 5);
+    // The map in two parts, and the cached view made of them.
+    assert_eq!(shop.seat_layout(ev).await.unwrap(), db.client.seat_layout(ev).await.unwrap());
+    assert_eq!(shop.seat_states(ev).await.unwrap(), db.client.seat_states(ev).await.unwrap());
+    let view = shop.cached_availability(ev).await.expect("a producer's cache reads");
+    assert_eq!(view.seat_map(), map);
+    assert_eq!(view.classes(), db.client.availability(ev).await.unwrap().as_slice());
     for table in ["seatq.seats", "seatq.bookings"] {
         let err = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT 1 FROM {table}")))
             .execute(&pool)
@@ -158,7 +192,108 @@ async fn a_producer_login_reads_availability_but_not_the_seats() {
         assert_eq!(seatq::sqlstate::code(&err).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE), "{err}");
     }
 
-    pool.close().await;
-    db.pool.execute(sqlx::AssertSqlSafe(format!("DROP ROLE \"{name}\""))).await.unwrap();
+    login.drop(&db).await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn page_views_share_a_read_and_a_young_view() {
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    // A cache whose views stay young for the whole test.
+    let shop = db.client.clone().with_view_max_age(Duration::from_secs(3600));
+    // Twenty page views at once of an event not cached yet: one read, one
+    // view for all.
+    let views = join_all((0..20).map(|_| shop.cached_availability(ev))).await;
+    let first = Arc::clone(views[0].as_ref().expect("a view"));
+    assert!(views.iter().all(|v| v.as_ref().is_ok_and(|v| Arc::ptr_eq(v, &first))), "one view for all");
+    assert_eq!(shop.view_cache_stats(), ViewCacheStats { waited: 20, shared: 19, reads: 1, ..Default::default() });
+    assert_eq!(first.seat_map(), db.client.seat_map(ev).await.unwrap());
+
+    // A booking: the young view does not show it (it may be this stale), an
+    // exact read does.
+    let booked = db.run(Request::Book(hold(ev, 1, 2, "ann"))).await.booking().expect("booked");
+    let again = shop.cached_availability(ev).await.unwrap();
+    assert!(Arc::ptr_eq(&again, &first), "served from the cache");
+    assert_eq!(shop.view_cache_stats().fresh, 1);
+    let exact = db.client.seat_map(ev).await.unwrap();
+    for s in &booked.seats {
+        assert_eq!(again.state_of(s.seat), Some(SeatAvailability::Free), "seat {}: the view's moment", s.seat);
+        assert_eq!(exact[s.seat as usize - 1].state, SeatAvailability::Booked, "seat {}", s.seat);
+    }
+
+    // A cache that serves no view twice reads for every page view, but the
+    // layout only once.
+    let fresh = db.client.clone().with_view_max_age(Duration::ZERO);
+    let v1 = fresh.cached_availability(ev).await.unwrap();
+    let v2 = fresh.cached_availability(ev).await.unwrap();
+    assert!(!Arc::ptr_eq(&v1, &v2), "two reads");
+    assert!(Arc::ptr_eq(v1.layout(), v2.layout()), "one layout");
+    assert_eq!(v2.seat_map(), exact);
+    assert_eq!(v2.classes(), db.client.availability(ev).await.unwrap().as_slice());
+    assert_eq!(fresh.view_cache_stats().reads, 2);
+
+    // Seats added to the event (seeded again, larger): its layout is read
+    // again, with the states, in one snapshot.
+    db.client.add_event("E", 72, 6).await.unwrap();
+    let v3 = fresh.cached_availability(ev).await.unwrap();
+    assert!(!Arc::ptr_eq(v2.layout(), v3.layout()), "the layout read again");
+    assert_eq!(v3.seats().len(), 72);
+    assert_eq!(v3.seat_map(), db.client.seat_map(ev).await.unwrap());
+    assert_eq!(db.seats_taken(ev).await, 2);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn an_old_view_is_served_while_a_newer_is_read() {
+    let (db, ev) = TestDb::with_event("E", 30, 6).await;
+    let max_age = Duration::from_secs(2);
+    let shop = db.client.clone().with_view_max_age(max_age);
+    let old = shop.cached_availability(ev).await.unwrap();
+    let booked = db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
+
+    // Past the maximum age (and well before twice it): served at once,
+    // while a newer view is read in the background.
+    tokio::time::sleep(max_age.saturating_sub(old.age()) + Duration::from_millis(50)).await;
+    let served = shop.cached_availability(ev).await.unwrap();
+    assert!(Arc::ptr_eq(&served, &old), "the old view, without waiting");
+    assert_eq!(shop.view_cache_stats().stale, 1);
+    let newer = eventually(Duration::from_secs(10), || async {
+        shop.cached_availability(ev).await.is_ok_and(|v| !Arc::ptr_eq(&v, &old))
+    })
+    .await;
+    assert!(newer, "a newer view was read: {:?}", shop.view_cache_stats());
+    let view = shop.cached_availability(ev).await.unwrap();
+    for s in &booked.seats {
+        assert_eq!(view.state_of(s.seat), Some(SeatAvailability::Booked), "seat {}", s.seat);
+    }
+    assert_eq!(view.seat_map(), db.client.seat_map(ev).await.unwrap());
+    assert_eq!(shop.view_cache_stats().reads, 2, "the first read and the one in the background");
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn page_views_waiting_for_a_failed_read_share_its_error() {
+    let (db, ev) = TestDb::with_event("E", 30, 6).await;
+    // A login in none of seatq's roles may not read availability.
+    let login = db.login("pg_read_all_settings").await;
+    let stranger = Client::from_pool(login.pool.clone()).with_view_max_age(Duration::from_secs(3600));
+    let answers = join_all((0..10).map(|_| stranger.cached_availability(ev))).await;
+    for answer in &answers {
+        match answer {
+            Err(seatq::Error::Shared(e)) => match &**e {
+                seatq::Error::Db(e) => {
+                    assert_eq!(seatq::sqlstate::code(e).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE))
+                }
+                other => panic!("not a database error: {other:?}"),
+            },
+            other => panic!("not the shared error: {other:?}"),
+        }
+    }
+    let stats = stranger.view_cache_stats();
+    assert_eq!(stats, ViewCacheStats { waited: 10, shared: 9, reads: 1, failed_reads: 1, ..Default::default() });
+    // A failure is no answer to keep: the next page view reads again.
+    assert!(stranger.cached_availability(ev).await.is_err());
+    assert_eq!(stranger.view_cache_stats().reads, 2);
+    login.drop(&db).await;
     db.assert_invariants_and_close().await;
 }

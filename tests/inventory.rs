@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::{TestDb, code, hold};
+use common::{TestDb, code, hold, seatq_bin};
 use seatq::venue::{self, NewEvent};
 use seatq::{Request, SeatRequest, Status};
 
@@ -20,14 +20,6 @@ async fn theatre(db: &TestDb, event: NewEvent) -> i64 {
     let parsed = venue::parse_csv(std::io::BufReader::new(file)).expect("read");
     assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
     db.client.import_event(&event, &parsed.seats).await.expect("import")
-}
-
-/// The `seatq` binary, built beside the test executables (as tests/cli.rs
-/// finds it).
-fn seatq_bin() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe.parent().and_then(std::path::Path::parent).expect("target dir");
-    dir.join(format!("seatq{}", std::env::consts::EXE_SUFFIX))
 }
 
 fn named(name: &str) -> NewEvent {

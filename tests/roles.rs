@@ -4,22 +4,8 @@
 mod common;
 
 use common::{TestDb, hold};
-use seatq::{Client, Request, Status};
-use sqlx::postgres::PgPool;
-use sqlx::{Executor, Row};
-
-/// Create a login role in `group` (roles are server-wide: unique name).
-async fn login(db: &TestDb, group: &str) -> (String, PgPool) {
-    let name = format!("{}_{}", db.name, group);
-    db.pool.execute(sqlx::AssertSqlSafe(format!("CREATE ROLE \"{name}\" LOGIN IN ROLE {group}"))).await.unwrap();
-    let pool = PgPool::connect_with(db.options.clone().username(&name)).await.unwrap();
-    (name, pool)
-}
-
-async fn drop_login(db: &TestDb, name: &str, pool: PgPool) {
-    pool.close().await;
-    db.pool.execute(sqlx::AssertSqlSafe(format!("DROP ROLE \"{name}\""))).await.unwrap();
-}
+use seatq::{Client, Request, SeatAvailability, Status};
+use sqlx::Row;
 
 fn denied(result: Result<sqlx::postgres::PgQueryResult, sqlx::Error>, what: &str) {
     let err = result.expect_err(what);
@@ -37,7 +23,8 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     let theirs = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
     db.drain().await;
 
-    let (name, pool) = login(&db, "seatq_producer").await;
+    let login = db.login("seatq_producer").await;
+    let pool = login.pool.clone();
     // Enqueue through the client (which sees the schema is current and does
     // not try to migrate), by the function, and by a plain INSERT.
     seatq::db::migrate(&pool).await.expect("a current schema needs no migration rights");
@@ -86,7 +73,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     );
     denied(sqlx::query("INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, request_id) VALUES (1, 'x', 'booked', '{1}', 0, 1)").execute(&pool).await, "insert bookings");
 
-    drop_login(&db, &name, pool).await;
+    login.drop(&db).await;
 
     // What it enqueued is processed normally by a worker.
     db.drain().await;
@@ -103,7 +90,8 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
         (0..12).map(|n| Request::Hold(hold(ev, 3, 3, &format!("p{n}"))).into()).collect();
     let ids = db.client.enqueue_many(&party).await.unwrap();
 
-    let (name, pool) = login(&db, "seatq_worker").await;
+    let login = db.login("seatq_worker").await;
+    let pool = login.pool.clone();
     seatq_worker::Worker::new(pool.clone(), seatq_worker::Config::default()).drain().await.unwrap();
     db.assert_all_succeeded(&[&ids[..], &[id]].concat()).await;
     seatq_worker::sweeper::sweep(&pool).await.unwrap();
@@ -114,6 +102,60 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     denied(sqlx::query("INSERT INTO seatq.events (name) VALUES ('x')").execute(&pool).await, "create events");
     denied(sqlx::query("DELETE FROM seatq.bookings").execute(&pool).await, "delete bookings");
     denied(sqlx::query("UPDATE seatq.events SET name = 'x'").execute(&pool).await, "rename events");
-    drop_login(&db, &name, pool).await;
+    login.drop(&db).await;
     db.close().await;
+}
+
+#[tokio::test]
+async fn a_producer_login_lists_and_shows_events() {
+    let (db, ev) = TestDb::with_event("E", 30, 6).await;
+    db.run(Request::Hold(hold(ev, 1, 2, "ann"))).await.booking().expect("held");
+    db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
+    let login = db.login("seatq_producer").await;
+
+    // From the library: the counts of `seatq event list` and the groups of
+    // `seatq event show`, through the availability functions.
+    let producer = Client::from_pool(login.pool.clone());
+    let events = producer.events(None).await.expect("a producer lists the events");
+    let counts: Vec<(i64, i64, i64, i64, i64)> =
+        events.iter().map(|e| (e.id, e.seats, e.free, e.taken, e.blocked)).collect();
+    assert_eq!(counts, [(ev, 30, 25, 5, 0)]);
+    assert_eq!(events[0].refusal, None, "on sale");
+    let mut groups: Vec<(i16, SeatAvailability, i64)> = producer
+        .event_seat_map(ev)
+        .await
+        .expect("a producer shows an event")
+        .iter()
+        .map(|g| (g.class, g.state, g.seats))
+        .collect();
+    groups.sort_by_key(|&(class, state, _)| (class, state as u8));
+    use SeatAvailability::{Booked, Free, Held};
+    // Class 1 is seats 1-19, class 2 seats 20-30.
+    assert_eq!(groups, [(1, Free, 17), (1, Held, 2), (2, Free, 8), (2, Booked, 3)]);
+
+    // From the command line, logged in as the producer.
+    let seatq = |args: &[&str]| {
+        let out = std::process::Command::new(common::seatq_bin())
+            .args(["--database-url", &login.url])
+            .args(args)
+            .output()
+            .expect("run seatq");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "seatq {args:?}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let list = seatq(&["event", "list"]);
+    assert!(list.contains("30 seats: 25 free, 5 taken, 0 not for sale"), "{list}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&seatq(&["--json", "event", "show", &ev.to_string()])).expect("JSON");
+    assert_eq!(shown["event"]["taken"], 5, "{shown}");
+    let booked: Vec<&serde_json::Value> =
+        shown["seats"].as_array().expect("groups").iter().filter(|g| g["state"] == "booked").collect();
+    assert_eq!(booked.len(), 1, "{shown}");
+    assert_eq!((booked[0]["class"].as_i64(), booked[0]["seats"].as_i64()), (Some(2), Some(3)), "{shown}");
+
+    // It still reads no seats itself.
+    denied(sqlx::query("SELECT 1 FROM seatq.seats").execute(&login.pool).await, "read seats");
+    login.drop(&db).await;
+    db.assert_invariants_and_close().await;
 }

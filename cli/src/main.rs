@@ -340,18 +340,7 @@ impl std::error::Error for Usage {}
 fn error_code(e: &anyhow::Error) -> &'static str {
     for cause in e.chain() {
         if let Some(e) = cause.downcast_ref::<seatq::Error>() {
-            return match e {
-                seatq::Error::BadUrl(_) => "bad_url",
-                seatq::Error::Unreachable { .. } => "unreachable",
-                seatq::Error::Invalid(refused) => refused.code(),
-                seatq::Error::NotFound(_) => "not_found",
-                seatq::Error::Timeout(_) => "timeout",
-                seatq::Error::CommitUnknown { .. } => "commit_unknown",
-                seatq::Error::Db(_) => "database",
-                seatq::Error::Migrate(_) => "migration",
-                seatq::Error::OldSchema { .. } => "old_schema",
-                seatq::Error::SchemaMismatch { .. } => "schema_mismatch",
-            };
+            return seatq_error_code(e);
         }
         if cause.is::<std::io::Error>() {
             return "io";
@@ -361,6 +350,23 @@ fn error_code(e: &anyhow::Error) -> &'static str {
         }
     }
     "internal"
+}
+
+/// The `code` of a seatq error.
+fn seatq_error_code(e: &seatq::Error) -> &'static str {
+    match e {
+        seatq::Error::BadUrl(_) => "bad_url",
+        seatq::Error::Unreachable { .. } => "unreachable",
+        seatq::Error::Invalid(refused) => refused.code(),
+        seatq::Error::NotFound(_) => "not_found",
+        seatq::Error::Timeout(_) => "timeout",
+        seatq::Error::CommitUnknown { .. } => "commit_unknown",
+        seatq::Error::Db(_) => "database",
+        seatq::Error::Shared(e) => seatq_error_code(e),
+        seatq::Error::Migrate(_) => "migration",
+        seatq::Error::OldSchema { .. } => "old_schema",
+        seatq::Error::SchemaMismatch { .. } => "schema_mismatch",
+    }
 }
 
 /// The error and its causes, each shown once: many errors (sqlx's among

@@ -133,6 +133,30 @@ fn broken_files_are_reported_by_line_and_nothing_is_kept() {
 }
 
 #[tokio::test]
+async fn a_quoted_section_name_is_imported_whole() {
+    let db = TestDb::new().await;
+    let file = "section,row,seat,pos,class,price,for_sale\n\
+                \"Box A, left\",1,1,1,4,85.00,yes\n\"Box A, left\",1,2,2,4,85.00,no\nStalls,A,1,1,2,45,yes\n";
+    let parsed = venue::parse_csv(file.as_bytes()).expect("read");
+    assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
+    let ev = db.client.import_event(&named("Boxes"), &parsed.seats).await.expect("import");
+    let map = db.client.seat_map(ev).await.expect("seat map");
+    let places: Vec<(&str, &str, &str, seatq::SeatAvailability)> =
+        map.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str(), s.state)).collect();
+    use seatq::SeatAvailability::{Free, NotForSale};
+    assert_eq!(
+        places,
+        [("Box A, left", "1", "1", Free), ("Box A, left", "1", "2", NotForSale), ("Stalls", "A", "1", Free)]
+    );
+    let done = db.run(Request::Hold(hold(ev, 4, 1, "ann"))).await;
+    let b = done.booking().unwrap_or_else(|| panic!("{done:?}"));
+    assert_eq!(b.seats.iter().map(|s| s.place()).collect::<Vec<_>>(), ["Box A, left, row 1, seat 1"]);
+    assert_eq!(code(&db.run(Request::Hold(hold(ev, 4, 1, "bob"))).await), "sold_out");
+    assert_eq!(db.seats_taken(ev).await, 1);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
 async fn a_broken_file_imports_nothing_from_the_command_line() {
     let db = TestDb::new().await;
     let dir = std::env::temp_dir().join(format!("seatq-venue-{}", std::process::id()));

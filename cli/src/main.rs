@@ -699,10 +699,7 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
                     .iter()
                     .map(|s| match s.label.is_empty() {
                         true => format!("{}(class {})", s.seat, s.class),
-                        false => format!(
-                            "{}({}, row {}, seat {}, class {})",
-                            s.seat, s.section, s.row_label, s.label, s.class
-                        ),
+                        false => format!("{}({}, class {})", s.seat, s.place(), s.class),
                     })
                     .collect();
                 let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();

@@ -108,6 +108,12 @@ async fn seats_not_for_sale_are_never_allocated() {
     let states = db.client.event_seats(ev).await.unwrap();
     assert_eq!(states.get("blocked"), Some(&8));
     assert_eq!(db.seats_taken(ev).await, 12);
+    // The storefront's compact read lists them as such, and its view of
+    // the theatre is the exact map.
+    assert_eq!(db.client.seat_states(ev).await.unwrap().not_for_sale.len(), 8);
+    let view = db.client.clone().with_view_max_age(Duration::ZERO).cached_availability(ev).await.unwrap();
+    assert_eq!(view.seat_map(), db.client.seat_map(ev).await.unwrap());
+    assert_eq!(view.classes(), db.client.availability(ev).await.unwrap().as_slice());
     db.assert_invariants_and_close().await;
 }
 

@@ -81,7 +81,7 @@ pub struct LayoutSeat {
 }
 
 /// How an event's seats stand at one moment (`seatq.seat_states`): every
-/// seat is free but those listed, each list in seat order.
+/// seat is free but those listed (each list in no particular order).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct SeatStates {
     /// Seats of the event in all.

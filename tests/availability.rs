@@ -275,6 +275,14 @@ async fn an_old_view_is_served_while_a_newer_is_read() {
     db.assert_invariants_and_close().await;
 }
 
+/// The error shared by a page view's failed answer.
+fn shared_error<T: std::fmt::Debug>(answer: &Result<T, seatq::Error>) -> &Arc<seatq::Error> {
+    match answer {
+        Err(seatq::Error::Shared(e)) => e,
+        other => panic!("not the shared error: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn page_views_waiting_for_a_failed_read_share_its_error() {
     let (db, ev) = TestDb::with_event("E", 30, 6).await;
@@ -283,21 +291,28 @@ async fn page_views_waiting_for_a_failed_read_share_its_error() {
     let stranger = Client::from_pool(login.pool.clone()).with_view_max_age(Duration::from_secs(3600));
     let answers = join_all((0..10).map(|_| stranger.cached_availability(ev))).await;
     for answer in &answers {
-        match answer {
-            Err(seatq::Error::Shared(e)) => match &**e {
-                seatq::Error::Db(e) => {
-                    assert_eq!(seatq::sqlstate::code(e).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE))
-                }
-                other => panic!("not a database error: {other:?}"),
-            },
-            other => panic!("not the shared error: {other:?}"),
+        let e = shared_error(answer);
+        assert!(Arc::ptr_eq(e, shared_error(&answers[0])), "one error for all");
+        match &**e {
+            seatq::Error::Db(e) => {
+                assert_eq!(seatq::sqlstate::code(e).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE))
+            }
+            other => panic!("not a database error: {other:?}"),
         }
     }
     let stats = stranger.view_cache_stats();
     assert_eq!(stats, ViewCacheStats { waited: 10, shared: 9, reads: 1, failed_reads: 1, ..Default::default() });
-    // A failure is no answer to keep: the next page view reads again.
-    assert!(stranger.cached_availability(ev).await.is_err());
-    assert_eq!(stranger.view_cache_stats().reads, 2);
+    // The error is kept as a view would be: the next page view gets it
+    // without reading again.
+    let kept = stranger.cached_availability(ev).await;
+    assert!(matches!(&kept, Err(seatq::Error::Shared(e)) if Arc::ptr_eq(e, shared_error(&answers[0]))), "{kept:?}");
+    assert_eq!((stranger.view_cache_stats().errors, stranger.view_cache_stats().reads), (1, 1));
+    // With no maximum age, every page view tries again.
+    let eager = stranger.clone().with_view_max_age(Duration::ZERO);
+    for _ in 0..2 {
+        assert!(eager.cached_availability(ev).await.is_err());
+    }
+    assert_eq!((eager.view_cache_stats().reads, eager.view_cache_stats().failed_reads), (2, 2));
     login.drop(&db).await;
     db.assert_invariants_and_close().await;
 }

@@ -14,7 +14,10 @@
 //!   none yet), page views wait for a read. So no view served is older than
 //!   twice `max_age`, counted from when its read was sent.
 //! - **Single flight**: one read at a time per event; every page view
-//!   waiting meanwhile gets its view, or its error ([`Error::Shared`]).
+//!   waiting meanwhile gets its view, or its error ([`Error::Shared`]). A
+//!   failed read's error is kept as long as a view would be: page views
+//!   within `max_age` of it get it without reading again, so a database in
+//!   trouble is asked once per `max_age` per event, not once per page view.
 //!
 //! A stale view costs a customer at most a `seats_taken` or `sold_out`
 //! answer: holds and books always decide on the seats' committed state in
@@ -55,6 +58,9 @@ pub struct ViewCacheStats {
     pub waited: u64,
     /// Of those, how many were served by a read another page view made.
     pub shared: u64,
+    /// Page views answered with the error of a read that failed less than
+    /// the maximum age before, without reading again.
+    pub errors: u64,
     /// Database reads made, and how many of them failed.
     pub reads: u64,
     pub failed_reads: u64,
@@ -73,6 +79,7 @@ struct Counters {
     stale: AtomicU64,
     waited: AtomicU64,
     shared: AtomicU64,
+    errors: AtomicU64,
     reads: AtomicU64,
     failed_reads: AtomicU64,
 }
@@ -90,10 +97,11 @@ struct SlotState {
     /// The newest view read.
     view: Option<Arc<AvailabilityView>>,
     layout: Option<Arc<[LayoutSeat]>>,
-    /// Reads finished, and the error of the last one if it failed: a page
-    /// view that waited while a read ran takes that read's answer.
+    /// Reads finished, and the error of the last one if it failed (and
+    /// when): a page view that waited while a read ran takes that read's
+    /// answer.
     reads: u64,
-    failed: Option<Arc<Error>>,
+    failed: Option<(Arc<Error>, Instant)>,
     /// When a page view last asked (which events to drop first).
     used: Instant,
 }
@@ -131,6 +139,7 @@ impl ViewCache {
             stale: get(&c.stale),
             waited: get(&c.waited),
             shared: get(&c.shared),
+            errors: get(&c.errors),
             reads: get(&c.reads),
             failed_reads: get(&c.failed_reads),
         }
@@ -140,10 +149,12 @@ impl ViewCache {
     pub(crate) async fn get(&self, pool: &PgPool, event: i64) -> Result<Arc<AvailabilityView>, Error> {
         let count = |n: &AtomicU64| n.fetch_add(1, Ordering::Relaxed);
         let slot = self.slot(event);
-        let (view, reads_seen) = {
+        let (view, failed, reads_seen) = {
             let mut state = lock(&slot.state);
             state.used = Instant::now();
-            (state.view.clone(), state.reads)
+            // A failure younger than the maximum age is still the answer.
+            let failed = state.failed.as_ref().filter(|(_, at)| at.elapsed() < self.max_age).map(|(e, _)| e.clone());
+            (state.view.clone(), failed, state.reads)
         };
         if let Some(view) = view {
             let age = view.age();
@@ -152,9 +163,12 @@ impl ViewCache {
                 return Ok(view);
             }
             if age < self.max_age.saturating_mul(2) {
-                // Serve this one; make sure a read for the next is under way,
-                // in a task of its own, so that no page view waits for it.
-                if let Ok(guard) = Arc::clone(&slot.reading).try_lock_owned() {
+                // Serve this one; make sure a read for the next is under way
+                // (unless one failed just now), in a task of its own, so that
+                // no page view waits for it.
+                if failed.is_none()
+                    && let Ok(guard) = Arc::clone(&slot.reading).try_lock_owned()
+                {
                     let (slot, pool, counters) = (Arc::clone(&slot), pool.clone(), Arc::clone(&self.counters));
                     tokio::spawn(async move {
                         if let Err(error) = slot.read(&pool, &counters, guard).await {
@@ -166,13 +180,17 @@ impl ViewCache {
                 return Ok(view);
             }
         }
+        if let Some(error) = failed {
+            count(&self.counters.errors);
+            return Err(Error::Shared(error));
+        }
         count(&self.counters.waited);
         let guard = Arc::clone(&slot.reading).lock_owned().await;
         {
             let state = lock(&slot.state);
             if state.reads != reads_seen {
                 // A read finished while this page view waited: its answer.
-                if let Some(error) = &state.failed {
+                if let Some((error, _)) = &state.failed {
                     count(&self.counters.shared);
                     return Err(Error::Shared(Arc::clone(error)));
                 }
@@ -242,7 +260,7 @@ impl Slot {
                 counters.failed_reads.fetch_add(1, Ordering::Relaxed);
                 // The previous view stays, for page views while it is young enough.
                 let error = Arc::new(error);
-                state.failed = Some(Arc::clone(&error));
+                state.failed = Some((Arc::clone(&error), Instant::now()));
                 Err(Error::Shared(error))
             }
         }

@@ -113,7 +113,8 @@ $$;
 -- The layout of the event's seats, in seat order: the columns of
 -- seatq.seat_map that never change once the seats are made (seats are
 -- never deleted, nor their place, class or price changed), to read once
--- and keep. No rows for an event that does not exist or has no seats.
+-- and keep (so the map's states worked out here for nothing cost little).
+-- No rows for an event that does not exist or has no seats.
 CREATE FUNCTION seatq.seat_layout(p_event bigint)
 RETURNS TABLE (
     seat_no     int,
@@ -126,10 +127,9 @@ RETURNS TABLE (
     price_cents int
 )
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT s.seat_no, s.section, s.row_label, s.label, s.row_no, s.pos, s.class, s.price_cents
-    FROM seatq.seats s
-    WHERE s.event_id = p_event
-    ORDER BY s.seat_no
+    SELECT m.seat_no, m.section, m.row_label, m.label, m.row_no, m.pos, m.class, m.price_cents
+    FROM seatq.seat_map(p_event) m
+    ORDER BY m.seat_no
 $$;
 
 -- The states of the event's seats, in one row: how many seats it has, and

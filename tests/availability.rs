@@ -2,8 +2,9 @@
 //! map (`seatq.availability`, `seatq.seat_map`, and the map in two parts,
 //! `seatq.seat_layout` and `seatq.seat_states`), matching the seats' real
 //! states after holds, bookings, a lapsed hold (free before any sweep) and a
-//! cancel; readable by a producer login, which still cannot read seats or
-//! bookings; naming no customer and no booking. The client's cache of
+//! cancel; readable by a producer login (so are `seatq event list` and
+//! `show`, from the library and the command line), which still cannot read
+//! seats or bookings; naming no customer and no booking. The client's cache of
 //! availability: one read for page views at once, a view kept while young
 //! and served old while a newer is read, the layout read once (again when
 //! seats are added), a failed read's error shared.
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use common::{TestDb, eventually, hold};
 use futures_util::future::join_all;
-use seatq::{BookingRef, Client, MapSeat, Request, SeatAvailability, Status, ViewCacheStats};
+use seatq::{BookingRef, Client, Request, SeatAvailability, Status, ViewCacheStats};
 
 /// How each seat of the event really stands, from the table itself: booked,
 /// held (the hold live), or free (available, or the hold lapsed); with its
@@ -122,8 +123,7 @@ async fn availability_and_the_seat_map_match_the_seats() {
     assert_eq!(sorted(states.booked.clone()), listed(SeatAvailability::Booked));
     assert_eq!(states.not_for_sale, Vec::<i32>::new());
     let layout = db.client.seat_layout(ev).await.unwrap();
-    let as_free: Vec<MapSeat> = map.iter().map(|s| MapSeat { state: SeatAvailability::Free, ..s.clone() }).collect();
-    assert_eq!(layout.iter().map(|s| MapSeat::new(s, SeatAvailability::Free)).collect::<Vec<_>>(), as_free);
+    assert_eq!(layout, map.iter().map(|s| s.layout.clone()).collect::<Vec<_>>());
     let view = db.client.clone().with_view_max_age(Duration::ZERO).cached_availability(ev).await.unwrap();
     assert_eq!(view.seat_map(), map);
     assert_eq!(view.classes(), summary.as_slice());
@@ -168,7 +168,7 @@ async fn availability_and_the_seat_map_match_the_seats() {
 }
 
 #[tokio::test]
-async fn a_producer_login_reads_availability_but_not_the_seats() {
+async fn a_producer_login_reads_availability_and_lists_events_but_not_the_seats() {
     let (db, ev) = TestDb::with_event("E", 30, 6).await;
     db.run(Request::Hold(hold(ev, 1, 2, "ann"))).await.booking().expect("held");
     db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
@@ -188,6 +188,47 @@ async fn a_producer_login_reads_availability_but_not_the_seats() {
     let view = shop.cached_availability(ev).await.expect("a producer's cache reads");
     assert_eq!(view.seat_map(), map);
     assert_eq!(view.classes(), db.client.availability(ev).await.unwrap().as_slice());
+
+    // From the library: the counts of `seatq event list` and the groups of
+    // `seatq event show`, through the availability functions.
+    let events = shop.events(None).await.expect("a producer lists the events");
+    let counts: Vec<(i64, i64, i64, i64, i64)> =
+        events.iter().map(|e| (e.id, e.seats, e.free, e.taken, e.blocked)).collect();
+    assert_eq!(counts, [(ev, 30, 25, 5, 0)]);
+    assert_eq!(events[0].refusal, None, "on sale");
+    let mut groups: Vec<(i16, SeatAvailability, i64)> = shop
+        .event_seat_map(ev)
+        .await
+        .expect("a producer shows an event")
+        .iter()
+        .map(|g| (g.class, g.state, g.seats))
+        .collect();
+    groups.sort_by_key(|&(class, state, _)| (class, state as u8));
+    use SeatAvailability::{Booked, Free, Held};
+    // Class 1 is seats 1-19, class 2 seats 20-30.
+    assert_eq!(groups, [(1, Free, 17), (1, Held, 2), (2, Free, 8), (2, Booked, 3)]);
+
+    // From the command line, logged in as the producer.
+    let seatq = |args: &[&str]| {
+        let out = std::process::Command::new(common::seatq_bin())
+            .args(["--database-url", &login.url])
+            .args(args)
+            .output()
+            .expect("run seatq");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "seatq {args:?}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let list = seatq(&["event", "list"]);
+    assert!(list.contains("30 seats: 25 free, 5 taken, 0 not for sale"), "{list}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&seatq(&["--json", "event", "show", &ev.to_string()])).expect("JSON");
+    assert_eq!(shown["event"]["taken"], 5, "{shown}");
+    let booked: Vec<&serde_json::Value> =
+        shown["seats"].as_array().expect("groups").iter().filter(|g| g["state"] == "booked").collect();
+    assert_eq!(booked.len(), 1, "{shown}");
+    assert_eq!((booked[0]["class"].as_i64(), booked[0]["seats"].as_i64()), (Some(2), Some(3)), "{shown}");
+
     for table in ["seatq.seats", "seatq.bookings"] {
         let err = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT 1 FROM {table}")))
             .execute(&pool)

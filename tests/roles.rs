@@ -4,7 +4,7 @@
 mod common;
 
 use common::{TestDb, hold};
-use seatq::{Client, Request, SeatAvailability, Status};
+use seatq::{Client, Request, Status};
 use sqlx::Row;
 
 fn denied(result: Result<sqlx::postgres::PgQueryResult, sqlx::Error>, what: &str) {
@@ -104,58 +104,4 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     denied(sqlx::query("UPDATE seatq.events SET name = 'x'").execute(&pool).await, "rename events");
     login.drop(&db).await;
     db.close().await;
-}
-
-#[tokio::test]
-async fn a_producer_login_lists_and_shows_events() {
-    let (db, ev) = TestDb::with_event("E", 30, 6).await;
-    db.run(Request::Hold(hold(ev, 1, 2, "ann"))).await.booking().expect("held");
-    db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
-    let login = db.login("seatq_producer").await;
-
-    // From the library: the counts of `seatq event list` and the groups of
-    // `seatq event show`, through the availability functions.
-    let producer = Client::from_pool(login.pool.clone());
-    let events = producer.events(None).await.expect("a producer lists the events");
-    let counts: Vec<(i64, i64, i64, i64, i64)> =
-        events.iter().map(|e| (e.id, e.seats, e.free, e.taken, e.blocked)).collect();
-    assert_eq!(counts, [(ev, 30, 25, 5, 0)]);
-    assert_eq!(events[0].refusal, None, "on sale");
-    let mut groups: Vec<(i16, SeatAvailability, i64)> = producer
-        .event_seat_map(ev)
-        .await
-        .expect("a producer shows an event")
-        .iter()
-        .map(|g| (g.class, g.state, g.seats))
-        .collect();
-    groups.sort_by_key(|&(class, state, _)| (class, state as u8));
-    use SeatAvailability::{Booked, Free, Held};
-    // Class 1 is seats 1-19, class 2 seats 20-30.
-    assert_eq!(groups, [(1, Free, 17), (1, Held, 2), (2, Free, 8), (2, Booked, 3)]);
-
-    // From the command line, logged in as the producer.
-    let seatq = |args: &[&str]| {
-        let out = std::process::Command::new(common::seatq_bin())
-            .args(["--database-url", &login.url])
-            .args(args)
-            .output()
-            .expect("run seatq");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "seatq {args:?}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
-        stdout
-    };
-    let list = seatq(&["event", "list"]);
-    assert!(list.contains("30 seats: 25 free, 5 taken, 0 not for sale"), "{list}");
-    let shown: serde_json::Value =
-        serde_json::from_str(&seatq(&["--json", "event", "show", &ev.to_string()])).expect("JSON");
-    assert_eq!(shown["event"]["taken"], 5, "{shown}");
-    let booked: Vec<&serde_json::Value> =
-        shown["seats"].as_array().expect("groups").iter().filter(|g| g["state"] == "booked").collect();
-    assert_eq!(booked.len(), 1, "{shown}");
-    assert_eq!((booked[0]["class"].as_i64(), booked[0]["seats"].as_i64()), (Some(2), Some(3)), "{shown}");
-
-    // It still reads no seats itself.
-    denied(sqlx::query("SELECT 1 FROM seatq.seats").execute(&login.pool).await, "read seats");
-    login.drop(&db).await;
-    db.assert_invariants_and_close().await;
 }

@@ -25,6 +25,11 @@ async fn client_named(db: &TestDb, app: &str, pool: u32) -> Client {
     Client::from_pool(pool)
 }
 
+/// A booking of one seat of class 1 for `customer`, under idempotency key `key`.
+fn keyed_book(event: i64, customer: &str, key: &str) -> NewRequest {
+    NewRequest { idempotency_key: Some(key.to_string()), ..Request::Book(hold(event, 1, 1, customer)).into() }
+}
+
 /// The server sessions of the test database named `app`.
 async fn sessions(db: &TestDb, app: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
@@ -353,10 +358,7 @@ async fn a_key_reused_for_another_request_is_refused_from_sql() {
 #[tokio::test]
 async fn a_key_reused_for_another_request_is_refused_from_the_client() {
     let (db, ev) = TestDb::with_event("E", 20, 6).await;
-    let keyed = |customer: &str, key: &str| NewRequest {
-        idempotency_key: Some(key.to_string()),
-        ..Request::Book(hold(ev, 1, 1, customer)).into()
-    };
+    let keyed = |customer: &str, key: &str| keyed_book(ev, customer, key);
     let first = db.client.enqueue(keyed("ann", "order-1")).await.unwrap();
     assert_eq!(db.client.enqueue(keyed("ann", "order-1")).await.unwrap(), first, "same key, same request");
     fn conflict<T: std::fmt::Debug>(r: Result<T, Error>) -> seatq::RequestError {
@@ -401,10 +403,7 @@ async fn a_key_reused_for_another_request_is_refused_from_the_client() {
 #[tokio::test]
 async fn the_conflict_check_reads_a_long_file_once() {
     let (db, ev) = TestDb::with_event("E", 20, 6).await;
-    let keyed = |customer: &str, key: &str| NewRequest {
-        idempotency_key: Some(key.to_string()),
-        ..Request::Book(hold(ev, 1, 1, customer)).into()
-    };
+    let keyed = |customer: &str, key: &str| keyed_book(ev, customer, key);
     let stored = db.client.enqueue(keyed("zed", "order-stored")).await.unwrap();
     // 3,000 lines, three to a key: the third of every hundredth key asks
     // for another customer; line 1,500 reuses the stored request's key for

@@ -37,28 +37,29 @@ pub struct ClassAvailability {
     pub max_cents: i32,
 }
 
-/// One seat on an event's map.
+/// One seat on an event's map: where it is and what it costs, and how it
+/// shows. Its layout's fields are read through it (`seat.label`), and in
+/// JSON they sit beside `state`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct MapSeat {
-    #[sqlx(rename = "seat_no")]
-    pub seat: i32,
-    /// Where the venue says the seat is ("Circle", row "C", seat "14").
-    pub section: String,
-    pub row_label: String,
-    pub label: String,
-    #[sqlx(rename = "row_no")]
-    pub row: i32,
-    pub pos: i32,
-    pub class: i16,
-    pub price_cents: i32,
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub layout: LayoutSeat,
     pub state: SeatAvailability,
 }
 
 impl MapSeat {
     /// The seat of `layout`, shown as `state`.
     pub fn new(layout: &LayoutSeat, state: SeatAvailability) -> MapSeat {
-        let LayoutSeat { seat, section, row_label, label, row, pos, class, price_cents } = layout.clone();
-        MapSeat { seat, section, row_label, label, row, pos, class, price_cents, state }
+        MapSeat { layout: layout.clone(), state }
+    }
+}
+
+impl std::ops::Deref for MapSeat {
+    type Target = LayoutSeat;
+
+    fn deref(&self) -> &LayoutSeat {
+        &self.layout
     }
 }
 

@@ -5,7 +5,7 @@
 //! happened, with seats as each venue names them, and the invariant check.
 //! Safe to run again: each run makes its own events.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -248,30 +248,35 @@ fn rush(rng: &mut fastrand::Rng, events: &[DemoEvent]) -> Vec<NewRequest> {
     batch
 }
 
-/// Seats as the venue names them, a row at a time: "Circle, row C, seats
-/// 13, 14; row D, seat 2".
-fn places(seats: &[SeatInfo]) -> String {
+/// Seats (section, row, seat label) as the venue names them, a row at a
+/// time: "Circle, row C, seats 13, 14; row D, seat 2".
+fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
+    let seats: Vec<(&str, &str, &str)> = seats.into_iter().collect();
     let mut text = String::new();
     let mut last: Option<(&str, &str)> = None;
-    for (i, s) in seats.iter().enumerate() {
-        let row = (s.section.as_str(), s.row_label.as_str());
-        if last == Some(row) {
-            text.push_str(&format!(", {}", s.label));
+    for (i, &(section, row, label)) in seats.iter().enumerate() {
+        if last == Some((section, row)) {
+            text.push_str(&format!(", {label}"));
             continue;
         }
-        let several = seats[i + 1..].first().is_some_and(|n| (n.section.as_str(), n.row_label.as_str()) == row);
+        let several = seats.get(i + 1).is_some_and(|&(s, r, _)| (s, r) == (section, row));
         let seat = if several { "seats" } else { "seat" };
         if last.is_some() {
             text.push_str("; ");
         }
-        if last.map(|(section, _)| section) == Some(row.0) {
-            text.push_str(&format!("row {}, {seat} {}", s.row_label, s.label));
+        if last.map(|(s, _)| s) == Some(section) {
+            text.push_str(&format!("row {row}, {seat} {label}"));
         } else {
-            text.push_str(&format!("{}, row {}, {seat} {}", s.section, s.row_label, s.label));
+            text.push_str(&format!("{section}, row {row}, {seat} {label}"));
         }
-        last = Some(row);
+        last = Some((section, row));
     }
     text
+}
+
+/// The seats of a booking, as the venue names them.
+fn booked_places(seats: &[SeatInfo]) -> String {
+    places(seats.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
 }
 
 async fn enqueue(client: &Client, batch: &[NewRequest]) -> anyhow::Result<Vec<i64>> {
@@ -300,6 +305,11 @@ async fn report(
         println!("  {kind:<8} {}", cells.join(", "));
     }
 
+    // Every seat of every event, to name the seats a refused request named.
+    let mut layouts: HashMap<(i64, i32), seatq::LayoutSeat> = HashMap::new();
+    for e in events {
+        layouts.extend(client.seat_layout(e.id).await?.into_iter().map(|s| ((e.id, s.seat), s)));
+    }
     println!("\nan example of each outcome:");
     let mut seen = std::collections::HashSet::new();
     for id in ids {
@@ -314,11 +324,25 @@ async fn report(
                     "booking {} {}: {} for {:.2}",
                     b.booking,
                     b.state,
-                    places(&b.seats),
+                    booked_places(&b.seats),
                     b.total_cents as f64 / 100.0
                 )
             }
-            None => format!("{outcome}: {}", r.error_message.unwrap_or_default()),
+            None => {
+                // The seats named, if any, as the venue names them.
+                let event = r.payload["event"].as_i64().unwrap_or_default();
+                let named: Vec<&seatq::LayoutSeat> = (r.payload["seats"].as_array().into_iter().flatten())
+                    .filter_map(|n| layouts.get(&(event, n.as_i64().unwrap_or_default() as i32)))
+                    .collect();
+                let named = match named.is_empty() {
+                    true => String::new(),
+                    false => format!(
+                        " ({})",
+                        places(named.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
+                    ),
+                };
+                format!("{outcome}: {}{named}", r.error_message.unwrap_or_default())
+            }
         };
         println!("  #{} {} {} -> {answer}", r.id, r.kind, r.payload);
     }

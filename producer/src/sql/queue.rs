@@ -17,9 +17,9 @@ ORDER BY t.ord";
 /// the stored request if there is one, else the batch's first line with it.
 /// Returns each conflicting line's position (from 1), its key and the id of
 /// the stored request it conflicts with (NULL for a line of the batch).
-/// Linear in the batch: each key's first line comes from a window over the
-/// batch sorted by key (one sort), the stored request from one seek of the
-/// key's unique index per line.
+/// One pass over the batch, not one per line: each key's first line comes
+/// from a window over the batch sorted by key (one sort), the stored
+/// request from one seek of the key's unique index per line.
 pub const IDEMPOTENCY_CONFLICTS: &str = "
 WITH b AS (
     SELECT t.kind, t.payload, t.key, t.ord,

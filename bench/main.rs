@@ -69,10 +69,16 @@ struct Args {
     steady_at: f64,
     /// Also run each scenario and strategy with storefront readers: this many
     /// page views a second, each the availability and the whole seat map of
-    /// the scenario's first event (the hot venue's 20,000 seats), alternating
-    /// with runs without; the report says what they cost the bookings (0 = off).
+    /// the scenario's first event (the hot venue's 20,000 seats) from the
+    /// client's shared cache, alternating with runs without; the report says
+    /// what they cost the bookings (0 = off).
     #[arg(long, default_value_t = 0.0, value_name = "READS_PER_SEC")]
     readers: f64,
+    /// How old a view the readers' cache may serve, in milliseconds (twice
+    /// that while a newer one is read; 0: every page view reads, concurrent
+    /// ones sharing a read).
+    #[arg(long, default_value_t = seatq::view_cache::DEFAULT_MAX_AGE.as_millis() as u64, value_name = "MS")]
+    readers_max_age_ms: u64,
     /// Enqueue at this many requests per second instead of all at once.
     #[arg(long)]
     rate: Option<f64>,
@@ -168,6 +174,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),
                 readers,
+                readers_max_age: Duration::from_millis(args.readers_max_age_ms),
                 keep: args.keep,
             })
             .collect();

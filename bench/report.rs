@@ -54,9 +54,31 @@ fn cells(m: &Measured) -> [String; 16] {
 /// One run, for the log while the benchmark goes on.
 pub fn line(m: &Measured) -> String {
     let c = cells(m);
+    let readers = m.reads.as_ref().map(readers).unwrap_or_default();
     format!(
-        "{} / {} ({}): {} requests, {} req/s, p50 {} ms, p99 {} ms, invariants {}",
+        "{} / {} ({}): {} requests, {} req/s, p50 {} ms, p99 {} ms, invariants {}{readers}",
         c[0], c[1], c[2], c[4], c[5], c[6], c[8], c[15]
+    )
+}
+
+/// What the storefront readers of a run measured.
+fn readers(r: &crate::readers::Reads) -> String {
+    format!(
+        "; readers: {} page views ({:.0}/s) of {} seats, each p50 {:.2} ms p99 {:.2} ms \
+         ({} fresh, {} stale while reading, {} waited; max age {:.0} ms); \
+         {} database reads, p50 {:.1} ms p99 {:.1} ms",
+        r.reads,
+        r.reads_per_sec,
+        r.map_seats,
+        r.view_p50_ms,
+        r.view_p99_ms,
+        r.fresh,
+        r.stale,
+        r.waited,
+        r.max_age_ms,
+        r.db_reads,
+        r.db_read_p50_ms,
+        r.db_read_p99_ms
     )
 }
 
@@ -99,12 +121,7 @@ pub fn table(results: &[Measured]) -> String {
             let _ = write!(out, "; req/s of each run {} (the median run is shown)", runs.join(", "));
         }
         if let Some(r) = &m.reads {
-            let _ = write!(
-                out,
-                "; readers: {} page views ({:.0}/s), availability p50 {:.1} ms p99 {:.1} ms, \
-                 seat map of {} seats p50 {:.1} ms p99 {:.1} ms",
-                r.reads, r.reads_per_sec, r.summary_p50_ms, r.summary_p99_ms, r.map_seats, r.map_p50_ms, r.map_p99_ms
-            );
+            out.push_str(&readers(r));
             let alone = results.iter().find(|o| {
                 o.reads.is_none() && o.scenario == m.scenario && o.strategy == m.strategy && m.load.starts_with(&o.load)
             });

@@ -49,6 +49,8 @@ pub struct Plan {
     /// Storefront page views per second of the first event during the run
     /// (`None`: no readers).
     pub readers: Option<f64>,
+    /// How old a view the readers' cache may serve.
+    pub readers_max_age: Duration,
     /// Leave the run's database for inspection instead of dropping it.
     pub keep: bool,
 }
@@ -214,7 +216,9 @@ pub async fn run(
         _ => None,
     };
     let readers = match (plan.readers, events.first()) {
-        (Some(rate), Some(&event)) => Some(Readers::start(&url, event, rate).await.context("starting the readers")?),
+        (Some(rate), Some(&event)) => {
+            Some(Readers::start(&url, event, rate, plan.readers_max_age).await.context("starting the readers")?)
+        }
         _ => None,
     };
     let started = Instant::now();

@@ -1,21 +1,25 @@
-//! The seatq demo: seed three flights, start workers, enqueue a realistic
-//! mixed batch (group bookings, named seats, side-by-side parties, checkout
-//! holds that are confirmed, cancelled, extended or left to expire), and print what
-//! happened with the invariant check. Safe to run again: each run makes its
-//! own flights.
+//! The seatq demo: seed two flights and import the sample theatre
+//! (examples/venues/theatre.csv), start workers, enqueue a realistic mixed
+//! batch (group bookings, named seats, side-by-side parties, checkout holds
+//! that are confirmed, cancelled, extended or left to expire), and print what
+//! happened, with seats as each venue names them, and the invariant check.
+//! Safe to run again: each run makes its own events.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatRequest, Status};
+use anyhow::{Context as _, ensure};
+use seatq::venue::NewEvent;
+use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatInfo, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-const FLIGHTS: i32 = 3;
+const FLIGHTS: i32 = 2;
 const SEATS: i32 = 150;
+/// The sample theatre: stalls, circle and boxes, some seats not for sale.
+const THEATRE: &str = include_str!("../examples/venues/theatre.csv");
 const WORKER_PROCESSES: usize = 4;
 /// Checkout window of the demo's holds: short, so abandoned ones visibly lapse.
 const HOLD_SECS: u32 = 4;
@@ -45,11 +49,24 @@ async fn run() -> anyhow::Result<bool> {
     );
 
     let stamp = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S%.3f");
-    let mut flights = Vec::new();
+    let mut events = Vec::new();
     for k in 1..=FLIGHTS {
-        flights.push(client.add_event(&format!("Demo {stamp} flight {k}"), SEATS, 6).await?);
+        let id = client.add_event(&format!("Demo {stamp} flight {k}"), SEATS, 6).await?;
+        events.push(DemoEvent::flight(id, k));
     }
-    println!("seeded {FLIGHTS} flights of {SEATS} seats (ids {flights:?}): class 1 = seats 1-19, 2 = 20-49, 3 = 50+");
+    println!("seeded {FLIGHTS} flights of {SEATS} seats: class 1 = seats 1-19, 2 = 20-49, 3 = 50+");
+    let venue = seatq::venue::parse_csv(THEATRE.as_bytes())?;
+    ensure!(venue.bad.is_empty(), "examples/venues/theatre.csv: {:?}", venue.bad);
+    let event =
+        NewEvent { name: format!("Demo {stamp} theatre"), venue: Some("The Playhouse".into()), ..Default::default() };
+    let theatre = client.import_event(&event, &venue.seats).await?;
+    let theatre = DemoEvent::theatre(&client, theatre).await?;
+    println!(
+        "imported the theatre from examples/venues/theatre.csv: {} seats ({} not for sale) in stalls, circle and boxes",
+        venue.seats.len(),
+        venue.seats.iter().filter(|s| !s.for_sale).count()
+    );
+    events.push(theatre);
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -66,7 +83,7 @@ async fn run() -> anyhow::Result<bool> {
 
     // Phase 1: the rush.
     let mut rng = fastrand::Rng::with_seed(2026);
-    let batch = rush(&mut rng, &flights);
+    let batch = rush(&mut rng, &events);
     let started = Instant::now();
     let mut all_ids = enqueue(&client, &batch).await?;
     client.wait_all(&all_ids, Some(Duration::from_secs(300))).await?;
@@ -132,49 +149,134 @@ async fn run() -> anyhow::Result<bool> {
     tracker.close();
     tracker.wait().await;
 
-    report(&client, &all_ids, &flights, rush_secs, batch.len()).await
+    report(&client, &all_ids, &events, rush_secs, batch.len()).await
 }
 
-/// The rush: per flight, group bookings of 1-9 (some accepting a partial
+/// An event of the demo, and what its customers ask for.
+struct DemoEvent {
+    id: i64,
+    name: String,
+    /// Requests of each kind, as a multiple of a flight's.
+    scale: usize,
+    /// Each class, with the share of requests (in percent) that ask for it.
+    classes: &'static [(i16, u8)],
+    /// The seats customers name, each with the seat beside it if any:
+    /// popular ones, so that collisions are likely.
+    popular: Vec<(i32, Option<i32>)>,
+}
+
+impl DemoEvent {
+    fn flight(id: i64, k: i32) -> DemoEvent {
+        // Window seats of the front rows, and the seat beside each.
+        let popular = (0..12).map(|row| (6 * row + 1, Some(6 * row + 2))).collect();
+        DemoEvent { id, name: format!("flight {k}"), scale: 1, classes: &[(1, 15), (2, 25), (3, 60)], popular }
+    }
+
+    /// The theatre: the centre of the circle's front rows and of the first
+    /// stalls row are popular, and some customers name a house seat (not for
+    /// sale).
+    async fn theatre(client: &Client, id: i64) -> anyhow::Result<DemoEvent> {
+        let layout = client.seat_layout(id).await?;
+        let wanted = |s: &seatq::LayoutSeat| match (s.section.as_str(), s.row_label.as_str()) {
+            ("Circle", "A" | "B" | "C") => (5..=12).contains(&s.pos),
+            ("Stalls", "A") => (7..=14).contains(&s.pos),
+            ("Stalls", "F") => (10..=11).contains(&s.pos),
+            _ => false,
+        };
+        let popular = layout
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| wanted(s))
+            .map(|(i, s)| {
+                let beside = layout.get(i + 1).filter(|n| n.section == s.section && n.row_label == s.row_label);
+                (s.seat, beside.map(|n| n.seat))
+            })
+            .collect();
+        let classes = &[(1, 15), (2, 40), (3, 40), (4, 5)];
+        Ok(DemoEvent { id, name: "the theatre".into(), scale: 2, classes, popular })
+    }
+
+    fn class(&self, rng: &mut fastrand::Rng) -> i16 {
+        let mut roll = rng.u8(0..100);
+        for &(class, share) in self.classes {
+            if roll < share {
+                return class;
+            }
+            roll -= share;
+        }
+        self.classes[0].0
+    }
+}
+
+/// The rush: per event, group bookings of 1-9 (some accepting a partial
 /// allocation), parties wanting adjacent seats, customers naming seats (some
 /// the same seats), and checkout holds. Demand is about three times supply.
-fn rush(rng: &mut fastrand::Rng, flights: &[i64]) -> Vec<NewRequest> {
+fn rush(rng: &mut fastrand::Rng, events: &[DemoEvent]) -> Vec<NewRequest> {
     let mut batch = Vec::new();
     let mut customer = 0;
     let mut next = || {
         customer += 1;
         format!("customer-{customer}")
     };
-    for &flight in flights {
-        let class = |rng: &mut fastrand::Rng| match rng.u8(0..100) {
-            0..15 => 1,
-            15..40 => 2,
-            _ => 3,
-        };
-        for _ in 0..50 {
-            let mut r = SeatRequest::new(flight, class(rng), rng.u32(1..=9), next());
+    for event in events {
+        let (id, n) = (event.id, event.scale);
+        for _ in 0..50 * n {
+            let mut r = SeatRequest::new(id, event.class(rng), rng.u32(1..=9), next());
             r.partial = rng.u8(0..100) < 10;
             batch.push(Request::Book(r).into());
         }
-        for _ in 0..20 {
-            let mut r = SeatRequest::new(flight, class(rng), rng.u32(2..=4), next());
+        for _ in 0..20 * n {
+            let mut r = SeatRequest::new(id, event.class(rng), rng.u32(2..=4), next());
             r.together = true;
             batch.push(Request::Book(r).into());
         }
-        for _ in 0..40 {
-            // Window seats of the front rows are popular: collisions are likely.
-            let first = 6 * rng.i32(0..12) + 1;
-            let seats = if rng.bool() { vec![first] } else { vec![first, first + 1] };
-            batch.push(Request::Book(SeatRequest::named(flight, seats, next())).into());
+        for _ in 0..40 * n {
+            let (seat, beside) = event.popular[rng.usize(0..event.popular.len())];
+            let seats = match beside {
+                Some(beside) if rng.bool() => vec![seat, beside],
+                _ => vec![seat],
+            };
+            batch.push(Request::Book(SeatRequest::named(id, seats, next())).into());
         }
-        for _ in 0..60 {
-            let mut r = SeatRequest::new(flight, class(rng), rng.u32(1..=4), next());
+        for _ in 0..60 * n {
+            let mut r = SeatRequest::new(id, event.class(rng), rng.u32(1..=4), next());
             r.hold_seconds = Some(HOLD_SECS);
             batch.push(Request::Hold(r).into());
         }
     }
     rng.shuffle(&mut batch);
     batch
+}
+
+/// Seats (section, row, seat label) as the venue names them, a row at a
+/// time: "Circle, row C, seats 13, 14; row D, seat 2".
+fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
+    let seats: Vec<(&str, &str, &str)> = seats.into_iter().collect();
+    let mut text = String::new();
+    let mut last: Option<(&str, &str)> = None;
+    for (i, &(section, row, label)) in seats.iter().enumerate() {
+        if last == Some((section, row)) {
+            text.push_str(&format!(", {label}"));
+            continue;
+        }
+        let several = seats.get(i + 1).is_some_and(|&(s, r, _)| (s, r) == (section, row));
+        let seat = if several { "seats" } else { "seat" };
+        if last.is_some() {
+            text.push_str("; ");
+        }
+        if last.map(|(s, _)| s) == Some(section) {
+            text.push_str(&format!("row {row}, {seat} {label}"));
+        } else {
+            text.push_str(&format!("{section}, row {row}, {seat} {label}"));
+        }
+        last = Some((section, row));
+    }
+    text
+}
+
+/// The seats of a booking, as the venue names them.
+fn booked_places(seats: &[SeatInfo]) -> String {
+    places(seats.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
 }
 
 async fn enqueue(client: &Client, batch: &[NewRequest]) -> anyhow::Result<Vec<i64>> {
@@ -189,7 +291,7 @@ async fn enqueue(client: &Client, batch: &[NewRequest]) -> anyhow::Result<Vec<i6
 async fn report(
     client: &Client,
     ids: &[i64],
-    flights: &[i64],
+    events: &[DemoEvent],
     rush_secs: f64,
     rush_len: usize,
 ) -> anyhow::Result<bool> {
@@ -203,6 +305,11 @@ async fn report(
         println!("  {kind:<8} {}", cells.join(", "));
     }
 
+    // Every seat of every event, to name the seats a refused request named.
+    let mut layouts: HashMap<(i64, i32), seatq::LayoutSeat> = HashMap::new();
+    for e in events {
+        layouts.extend(client.seat_layout(e.id).await?.into_iter().map(|s| ((e.id, s.seat), s)));
+    }
     println!("\nan example of each outcome:");
     let mut seen = std::collections::HashSet::new();
     for id in ids {
@@ -213,16 +320,29 @@ async fn report(
         }
         let answer = match r.booking() {
             Some(b) => {
-                let seats: Vec<String> = b.seats.iter().map(|s| s.seat.to_string()).collect();
                 format!(
-                    "booking {} {}: seats {} for {:.2}",
+                    "booking {} {}: {} for {:.2}",
                     b.booking,
                     b.state,
-                    seats.join(","),
+                    booked_places(&b.seats),
                     b.total_cents as f64 / 100.0
                 )
             }
-            None => format!("{outcome}: {}", r.error_message.unwrap_or_default()),
+            None => {
+                // The seats named, if any, as the venue names them.
+                let event = r.payload["event"].as_i64().unwrap_or_default();
+                let named: Vec<&seatq::LayoutSeat> = (r.payload["seats"].as_array().into_iter().flatten())
+                    .filter_map(|n| layouts.get(&(event, n.as_i64().unwrap_or_default() as i32)))
+                    .collect();
+                let named = match named.is_empty() {
+                    true => String::new(),
+                    false => format!(
+                        " ({})",
+                        places(named.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
+                    ),
+                };
+                format!("{outcome}: {}{named}", r.error_message.unwrap_or_default())
+            }
         };
         println!("  #{} {} {} -> {answer}", r.id, r.kind, r.payload);
     }
@@ -238,18 +358,27 @@ async fn report(
     );
     println!("rush throughput: {:.0} requests/s", rush_len as f64 / rush_secs);
 
-    println!("\nseats per flight (held = live holds; lapsed = expired, not yet swept):");
+    println!("\nseats per event (held = live holds; lapsed = expired, not yet swept; blocked = not for sale):");
     let mut taken = 0;
-    for &f in flights {
-        let seats = client.event_seats(f).await?;
-        taken += client.seats_taken(f).await?;
+    for e in events {
+        let seats = client.event_seats(e.id).await?;
+        taken += client.seats_taken(e.id).await?;
         let cells: Vec<String> = seats.iter().map(|(s, n)| format!("{s} {n}")).collect();
-        println!("  flight {f}: {}", cells.join(", "));
+        println!("  {} (event {}): {}", e.name, e.id, cells.join(", "));
+    }
+    if let Some(theatre) = events.last() {
+        // What the theatre's storefront shows now, from the client's cache.
+        println!("\n{} as its storefront shows it, by class:", theatre.name);
+        let view = client.cached_availability(theatre.id).await?;
+        for c in view.classes() {
+            let price = c.free_min_cents.map_or("-".to_string(), |p| format!("from {:.2}", f64::from(p) / 100.0));
+            println!("  class {}: {} of {} seats free, {price}", c.class, c.free, c.seats);
+        }
     }
 
     let mut granted = 0;
-    for &f in flights {
-        granted += client.seats_granted(f).await?;
+    for e in events {
+        granted += client.seats_granted(e.id).await?;
     }
     let mut unfinished = 0;
     for id in ids {

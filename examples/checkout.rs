@@ -36,8 +36,11 @@ async fn main() -> anyhow::Result<()> {
     let token = shutdown.clone();
     let running = tokio::spawn(async move { worker.run(token).await });
 
-    // The first screen: what is free, per class, read on every page view.
-    for class in client.availability(event).await? {
+    // The first screen: what is free, per class, on every page view, from
+    // the client's cache (page views share one read; a view is at most a
+    // moment old, and a hold re-checks the seats anyway).
+    let view = client.cached_availability(event).await?;
+    for class in view.classes() {
         let from = class.free_min_cents.map_or("-".to_string(), |c| format!("{:.2}", f64::from(c) / 100.0));
         println!("class {}: {} of {} seats free, from {from}", class.class, class.free, class.seats);
     }
@@ -72,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
     if !violations.is_empty() {
         bail!("invariants broken: {violations:?}");
     }
+    // An exact read (not the cache), to show the end state.
     let map = client.seat_map(event).await?;
     let taken: Vec<String> = map
         .iter()
@@ -109,7 +113,7 @@ fn own(held: &BookingResult) -> BookingRef {
 }
 
 fn seats(b: &BookingResult) -> String {
-    b.seats.iter().map(|s| s.seat.to_string()).collect::<Vec<_>>().join(", ")
+    b.seats.iter().map(|s| s.place()).collect::<Vec<_>>().join("; ")
 }
 
 fn outcome(r: &RequestRecord) -> String {

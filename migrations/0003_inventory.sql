@@ -164,3 +164,17 @@ CREATE FUNCTION seatq.is_lapsed(p_state seatq.booking_state, p_held_until timest
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT p_state = 'held' AND p_held_until <= now()
 $$;
+
+-- Seats the customer has live on the event (its live holds and bookings):
+-- what the event's per-customer limit is checked against, by a batch that
+-- has just taken seatq.customer_lock. A seek on bookings_by_customer; asked
+-- only for events with a limit. VOLATILE, so that it reads with a snapshot
+-- of its own, taken when it is called (a STABLE function would read with
+-- its caller's, taken before the lock was): it then sees the seats of a
+-- batch that committed, and let go of the lock, while the caller's
+-- statement was starting.
+CREATE FUNCTION seatq.customer_seats(p_event bigint, p_customer text) RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+    SELECT coalesce(sum(cardinality(b.seats)), 0)::bigint FROM seatq.bookings b
+    WHERE b.event_id = p_event AND b.customer = p_customer AND seatq.is_live(b.state, b.held_until)
+$$;

@@ -58,6 +58,9 @@ GRANT EXECUTE ON FUNCTION
     seatq.fail_invalid_request(),
     seatq.notify_new_requests()
 TO seatq_producer, seatq_worker, seatq_admin;
+-- Why an event's sales refuse now, as `seatq event list` shows it (a pure
+-- function of the event's own columns).
+GRANT EXECUTE ON FUNCTION seatq.sale_refusal(timestamptz, timestamptz, timestamptz) TO seatq_producer;
 
 -- Workers. The state predicates are part of their statements (a predicate a
 -- role may not execute is not inlined, and then fails).
@@ -75,6 +78,7 @@ GRANT EXECUTE ON FUNCTION
     seatq.sale_refusal(timestamptz, timestamptz, timestamptz),
     seatq.sales_end(timestamptz, timestamptz),
     seatq.customer_lock(bigint, text),
+    seatq.customer_seats(bigint, text),
     seatq.lock_cheapest_spread(bigint, smallint, int),
     seatq.check_invariants(boolean)
 TO seatq_worker;

@@ -1,18 +1,23 @@
 //! What a storefront reads: free seats and prices per class, and the seat
-//! map (`seatq.availability`, `seatq.seat_map`), matching the seats' real
+//! map (`seatq.availability`, `seatq.seat_map`, and the map in two parts,
+//! `seatq.seat_layout` and `seatq.seat_states`), matching the seats' real
 //! states after holds, bookings, a lapsed hold (free before any sweep) and a
-//! cancel; readable by a producer login, which still cannot read seats or
-//! bookings; naming no customer and no booking.
+//! cancel; readable by a producer login (so are `seatq event list` and
+//! `show`, from the library and the command line), which still cannot read
+//! seats or bookings; naming no customer and no booking. The client's cache of
+//! availability: one read for page views at once, a view kept while young
+//! and served old while a newer is read, the layout read once (again when
+//! seats are added), a failed read's error shared.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestDb, hold};
-use seatq::{BookingRef, Client, Request, SeatAvailability, Status};
-use sqlx::Executor;
-use sqlx::postgres::PgPool;
+use common::{TestDb, eventually, hold};
+use futures_util::future::join_all;
+use seatq::{BookingRef, Client, Request, SeatAvailability, Status, ViewCacheStats};
 
 /// How each seat of the event really stands, from the table itself: booked,
 /// held (the hold live), or free (available, or the hold lapsed); with its
@@ -102,6 +107,27 @@ async fn availability_and_the_seat_map_match_the_seats() {
     assert_eq!((summary[0].min_cents, summary[0].max_cents), (75000, 90000));
     assert_eq!((summary[2].free_min_cents, summary[2].free_max_cents), (Some(12000), Some(15000)));
 
+    // The map in two parts: the layout, and one row naming the seats that
+    // are not free (the lapsed and cancelled ones are free); and the view a
+    // storefront's cache makes of them, the same map and summary.
+    let states = db.client.seat_states(ev).await.unwrap();
+    let listed = |state: SeatAvailability| -> Vec<i32> {
+        real.iter().filter(|(_, s)| s.2 == state).map(|(seat, _)| *seat).collect()
+    };
+    let sorted = |mut seats: Vec<i32>| {
+        seats.sort();
+        seats
+    };
+    assert_eq!(states.seats, 60);
+    assert_eq!(sorted(states.held.clone()), listed(SeatAvailability::Held));
+    assert_eq!(sorted(states.booked.clone()), listed(SeatAvailability::Booked));
+    assert_eq!(states.not_for_sale, Vec::<i32>::new());
+    let layout = db.client.seat_layout(ev).await.unwrap();
+    assert_eq!(layout, map.iter().map(|s| s.layout.clone()).collect::<Vec<_>>());
+    let view = db.client.clone().with_view_max_age(Duration::ZERO).cached_availability(ev).await.unwrap();
+    assert_eq!(view.seat_map(), map);
+    assert_eq!(view.classes(), summary.as_slice());
+
     // A sold-out class has no free price range; an unknown event has no rows.
     for party in [9, 2] {
         let rest = db.run(Request::Book(hold(ev, 3, party, "fay"))).await;
@@ -111,15 +137,21 @@ async fn availability_and_the_seat_map_match_the_seats() {
     assert_eq!((summary[2].free, summary[2].free_min_cents, summary[2].free_max_cents), (0, None, None));
     assert!(db.client.availability(other + 100).await.unwrap().is_empty());
     assert!(db.client.seat_map(other + 100).await.unwrap().is_empty());
+    assert!(db.client.seat_layout(other + 100).await.unwrap().is_empty());
+    assert_eq!(db.client.seat_states(other + 100).await.unwrap(), seatq::SeatStates::default());
+    let none = db.client.cached_availability(other + 100).await.unwrap();
+    assert_eq!((none.seats().len(), none.classes().len()), (0, 0));
 
     // Nothing names a customer or a booking.
-    let json = serde_json::to_string(&(&summary, &map)).unwrap();
+    let json = serde_json::to_string(&(&summary, &map, &states, &layout)).unwrap();
     for word in ["ann", "bob", "cat", "dan", "eve", "fay", "booking", "customer"] {
         assert!(!json.contains(word), "{word} in {json}");
     }
     for (function, columns) in [
         ("availability", "class,seats,free,held,booked,free_min_cents,free_max_cents,min_cents,max_cents"),
         ("seat_map", "seat_no,section,row_label,label,row_no,pos,class,price_cents,state"),
+        ("seat_layout", "seat_no,section,row_label,label,row_no,pos,class,price_cents"),
+        ("seat_states", "seats,held,booked,not_for_sale"),
     ] {
         let names: String = sqlx::query_scalar(
             "SELECT string_agg(a.name, ',' ORDER BY a.ord)
@@ -136,20 +168,67 @@ async fn availability_and_the_seat_map_match_the_seats() {
 }
 
 #[tokio::test]
-async fn a_producer_login_reads_availability_but_not_the_seats() {
+async fn a_producer_login_reads_availability_and_lists_events_but_not_the_seats() {
     let (db, ev) = TestDb::with_event("E", 30, 6).await;
     db.run(Request::Hold(hold(ev, 1, 2, "ann"))).await.booking().expect("held");
     db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
 
-    let name = format!("{}_storefront", db.name);
-    db.pool.execute(sqlx::AssertSqlSafe(format!("CREATE ROLE \"{name}\" LOGIN IN ROLE seatq_producer"))).await.unwrap();
-    let pool = PgPool::connect_with(db.options.clone().username(&name)).await.unwrap();
+    let login = db.login("seatq_producer").await;
+    let pool = login.pool.clone();
     let shop = Client::from_pool(pool.clone());
 
     assert_eq!(shop.availability(ev).await.unwrap(), db.client.availability(ev).await.unwrap());
-    assert_eq!(shop.seat_map(ev).await.unwrap(), db.client.seat_map(ev).await.unwrap());
+    let map = db.client.seat_map(ev).await.unwrap();
+    assert_eq!(shop.seat_map(ev).await.unwrap(), map);
     let taken = shop.seat_map(ev).await.unwrap().iter().filter(|s| s.state != SeatAvailability::Free).count();
     assert_eq!(taken, 5);
+    // The map in two parts, and the cached view made of them.
+    assert_eq!(shop.seat_layout(ev).await.unwrap(), db.client.seat_layout(ev).await.unwrap());
+    assert_eq!(shop.seat_states(ev).await.unwrap(), db.client.seat_states(ev).await.unwrap());
+    let view = shop.cached_availability(ev).await.expect("a producer's cache reads");
+    assert_eq!(view.seat_map(), map);
+    assert_eq!(view.classes(), db.client.availability(ev).await.unwrap().as_slice());
+
+    // From the library: the counts of `seatq event list` and the groups of
+    // `seatq event show`, through the availability functions.
+    let events = shop.events(None).await.expect("a producer lists the events");
+    let counts: Vec<(i64, i64, i64, i64, i64)> =
+        events.iter().map(|e| (e.id, e.seats, e.free, e.taken, e.blocked)).collect();
+    assert_eq!(counts, [(ev, 30, 25, 5, 0)]);
+    assert_eq!(events[0].refusal, None, "on sale");
+    let mut groups: Vec<(i16, SeatAvailability, i64)> = shop
+        .event_seat_map(ev)
+        .await
+        .expect("a producer shows an event")
+        .iter()
+        .map(|g| (g.class, g.state, g.seats))
+        .collect();
+    groups.sort_by_key(|&(class, state, _)| (class, state as u8));
+    use SeatAvailability::{Booked, Free, Held};
+    // Class 1 is seats 1-19, class 2 seats 20-30.
+    assert_eq!(groups, [(1, Free, 17), (1, Held, 2), (2, Free, 8), (2, Booked, 3)]);
+
+    // From the command line, logged in as the producer.
+    let seatq = |args: &[&str]| {
+        let out = std::process::Command::new(common::seatq_bin())
+            .args(["--database-url", &login.url])
+            .args(args)
+            .output()
+            .expect("run seatq");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "seatq {args:?}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let list = seatq(&["event", "list"]);
+    assert!(list.contains("30 seats: 25 free, 5 taken, 0 not for sale"), "{list}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&seatq(&["--json", "event", "show", &ev.to_string()])).expect("JSON");
+    assert_eq!(shown["event"]["taken"], 5, "{shown}");
+    let booked: Vec<&serde_json::Value> =
+        shown["seats"].as_array().expect("groups").iter().filter(|g| g["state"] == "booked").collect();
+    assert_eq!(booked.len(), 1, "{shown}");
+    assert_eq!((booked[0]["class"].as_i64(), booked[0]["seats"].as_i64()), (Some(2), Some(3)), "{shown}");
+
     for table in ["seatq.seats", "seatq.bookings"] {
         let err = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT 1 FROM {table}")))
             .execute(&pool)
@@ -158,7 +237,123 @@ async fn a_producer_login_reads_availability_but_not_the_seats() {
         assert_eq!(seatq::sqlstate::code(&err).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE), "{err}");
     }
 
-    pool.close().await;
-    db.pool.execute(sqlx::AssertSqlSafe(format!("DROP ROLE \"{name}\""))).await.unwrap();
+    login.drop(&db).await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn page_views_share_a_read_and_a_young_view() {
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    // A cache whose views stay young for the whole test.
+    let shop = db.client.clone().with_view_max_age(Duration::from_secs(3600));
+    // Twenty page views at once of an event not cached yet: one read, one
+    // view for all.
+    let views = join_all((0..20).map(|_| shop.cached_availability(ev))).await;
+    let first = Arc::clone(views[0].as_ref().expect("a view"));
+    assert!(views.iter().all(|v| v.as_ref().is_ok_and(|v| Arc::ptr_eq(v, &first))), "one view for all");
+    assert_eq!(shop.view_cache_stats(), ViewCacheStats { waited: 20, shared: 19, reads: 1, ..Default::default() });
+    assert_eq!(first.seat_map(), db.client.seat_map(ev).await.unwrap());
+
+    // A booking: the young view does not show it (it may be this stale), an
+    // exact read does.
+    let booked = db.run(Request::Book(hold(ev, 1, 2, "ann"))).await.booking().expect("booked");
+    let again = shop.cached_availability(ev).await.unwrap();
+    assert!(Arc::ptr_eq(&again, &first), "served from the cache");
+    assert_eq!(shop.view_cache_stats().fresh, 1);
+    let exact = db.client.seat_map(ev).await.unwrap();
+    for s in &booked.seats {
+        assert_eq!(again.state_of(s.seat), Some(SeatAvailability::Free), "seat {}: the view's moment", s.seat);
+        assert_eq!(exact[s.seat as usize - 1].state, SeatAvailability::Booked, "seat {}", s.seat);
+    }
+
+    // A cache that serves no view twice reads for every page view, but the
+    // layout only once.
+    let fresh = db.client.clone().with_view_max_age(Duration::ZERO);
+    let v1 = fresh.cached_availability(ev).await.unwrap();
+    let v2 = fresh.cached_availability(ev).await.unwrap();
+    assert!(!Arc::ptr_eq(&v1, &v2), "two reads");
+    assert!(Arc::ptr_eq(v1.layout(), v2.layout()), "one layout");
+    assert_eq!(v2.seat_map(), exact);
+    assert_eq!(v2.classes(), db.client.availability(ev).await.unwrap().as_slice());
+    assert_eq!(fresh.view_cache_stats().reads, 2);
+
+    // Seats added to the event (seeded again, larger): its layout is read
+    // again, with the states, in one snapshot.
+    db.client.add_event("E", 72, 6).await.unwrap();
+    let v3 = fresh.cached_availability(ev).await.unwrap();
+    assert!(!Arc::ptr_eq(v2.layout(), v3.layout()), "the layout read again");
+    assert_eq!(v3.seats().len(), 72);
+    assert_eq!(v3.seat_map(), db.client.seat_map(ev).await.unwrap());
+    assert_eq!(db.seats_taken(ev).await, 2);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn an_old_view_is_served_while_a_newer_is_read() {
+    let (db, ev) = TestDb::with_event("E", 30, 6).await;
+    let max_age = Duration::from_secs(2);
+    let shop = db.client.clone().with_view_max_age(max_age);
+    let old = shop.cached_availability(ev).await.unwrap();
+    let booked = db.run(Request::Book(hold(ev, 2, 3, "bob"))).await.booking().expect("booked");
+
+    // Past the maximum age (and well before twice it): served at once,
+    // while a newer view is read in the background.
+    tokio::time::sleep(max_age.saturating_sub(old.age()) + Duration::from_millis(50)).await;
+    let served = shop.cached_availability(ev).await.unwrap();
+    assert!(Arc::ptr_eq(&served, &old), "the old view, without waiting");
+    assert_eq!(shop.view_cache_stats().stale, 1);
+    let newer = eventually(Duration::from_secs(10), || async {
+        shop.cached_availability(ev).await.is_ok_and(|v| !Arc::ptr_eq(&v, &old))
+    })
+    .await;
+    assert!(newer, "a newer view was read: {:?}", shop.view_cache_stats());
+    let view = shop.cached_availability(ev).await.unwrap();
+    for s in &booked.seats {
+        assert_eq!(view.state_of(s.seat), Some(SeatAvailability::Booked), "seat {}", s.seat);
+    }
+    assert_eq!(view.seat_map(), db.client.seat_map(ev).await.unwrap());
+    assert_eq!(shop.view_cache_stats().reads, 2, "the first read and the one in the background");
+    db.assert_invariants_and_close().await;
+}
+
+/// The error shared by a page view's failed answer.
+fn shared_error<T: std::fmt::Debug>(answer: &Result<T, seatq::Error>) -> &Arc<seatq::Error> {
+    match answer {
+        Err(seatq::Error::Shared(e)) => e,
+        other => panic!("not the shared error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn page_views_waiting_for_a_failed_read_share_its_error() {
+    let (db, ev) = TestDb::with_event("E", 30, 6).await;
+    // A login in none of seatq's roles may not read availability.
+    let login = db.login("pg_read_all_settings").await;
+    let stranger = Client::from_pool(login.pool.clone()).with_view_max_age(Duration::from_secs(3600));
+    let answers = join_all((0..10).map(|_| stranger.cached_availability(ev))).await;
+    for answer in &answers {
+        let e = shared_error(answer);
+        assert!(Arc::ptr_eq(e, shared_error(&answers[0])), "one error for all");
+        match &**e {
+            seatq::Error::Db(e) => {
+                assert_eq!(seatq::sqlstate::code(e).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE))
+            }
+            other => panic!("not a database error: {other:?}"),
+        }
+    }
+    let stats = stranger.view_cache_stats();
+    assert_eq!(stats, ViewCacheStats { waited: 10, shared: 9, reads: 1, failed_reads: 1, ..Default::default() });
+    // The error is kept as a view would be: the next page view gets it
+    // without reading again.
+    let kept = stranger.cached_availability(ev).await;
+    assert!(matches!(&kept, Err(seatq::Error::Shared(e)) if Arc::ptr_eq(e, shared_error(&answers[0]))), "{kept:?}");
+    assert_eq!((stranger.view_cache_stats().errors, stranger.view_cache_stats().reads), (1, 1));
+    // With no maximum age, every page view tries again.
+    let eager = stranger.clone().with_view_max_age(Duration::ZERO);
+    for _ in 0..2 {
+        assert!(eager.cached_availability(ev).await.is_err());
+    }
+    assert_eq!((eager.view_cache_stats().reads, eager.view_cache_stats().failed_reads), (2, 2));
+    login.drop(&db).await;
     db.assert_invariants_and_close().await;
 }

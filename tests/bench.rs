@@ -68,7 +68,11 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             if readers && r["load"].as_str().is_some_and(|l| l.contains("reads/s")) {
                 let reads = &r["reads"];
                 assert_eq!(reads["map_seats"], 20_000, "{name}: the whole hot venue: {reads}");
-                assert!(reads["map_p99_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{name}: {reads}");
+                assert!(reads["view_p99_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{name}: {reads}");
+                // Every page view served once: fresh, stale while a read ran, or after waiting.
+                let served: u64 = ["fresh", "stale", "waited"].iter().filter_map(|k| reads[k].as_u64()).sum();
+                assert_eq!(Some(served), reads["reads"].as_u64(), "{name}: {reads}");
+                assert!(reads["db_reads"].as_u64().is_some(), "{name}: {reads}");
             }
             if keep {
                 assert_kept(&format!("{prefix}_hot_{}", r["strategy"].as_str().unwrap_or_default()), requests).await;

@@ -12,33 +12,15 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Running, TestDb, count_requests, eventually};
+use common::{Running, TestDb, count_requests, eventually, seatq_bin};
 use seatq_worker::Config;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-
-/// The `seatq` binary: `cargo test --workspace` builds it beside the test
-/// executables (cli/tests/cli.rs makes it build it).
-fn seatq_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
-        let bin = profile_dir.join(format!("seatq{}", std::env::consts::EXE_SUFFIX));
-        assert!(
-            bin.exists(),
-            "{} is missing: run the tests with `cargo test --workspace`, or build it first with \
-             `cargo build -p seatq-cli` (add --release for release tests)",
-            bin.display()
-        );
-        bin
-    })
-}
 
 /// What a finished `seatq` run printed.
 #[derive(Debug)]

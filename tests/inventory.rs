@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::{TestDb, code, hold};
+use common::{TestDb, code, hold, seatq_bin};
 use seatq::venue::{self, NewEvent};
 use seatq::{Request, SeatRequest, Status};
 
@@ -20,14 +20,6 @@ async fn theatre(db: &TestDb, event: NewEvent) -> i64 {
     let parsed = venue::parse_csv(std::io::BufReader::new(file)).expect("read");
     assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
     db.client.import_event(&event, &parsed.seats).await.expect("import")
-}
-
-/// The `seatq` binary, built beside the test executables (as tests/cli.rs
-/// finds it).
-fn seatq_bin() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe.parent().and_then(std::path::Path::parent).expect("target dir");
-    dir.join(format!("seatq{}", std::env::consts::EXE_SUFFIX))
 }
 
 fn named(name: &str) -> NewEvent {
@@ -116,6 +108,12 @@ async fn seats_not_for_sale_are_never_allocated() {
     let states = db.client.event_seats(ev).await.unwrap();
     assert_eq!(states.get("blocked"), Some(&8));
     assert_eq!(db.seats_taken(ev).await, 12);
+    // The storefront's compact read lists them as such, and its view of
+    // the theatre is the exact map.
+    assert_eq!(db.client.seat_states(ev).await.unwrap().not_for_sale.len(), 8);
+    let view = db.client.clone().with_view_max_age(Duration::ZERO).cached_availability(ev).await.unwrap();
+    assert_eq!(view.seat_map(), db.client.seat_map(ev).await.unwrap());
+    assert_eq!(view.classes(), db.client.availability(ev).await.unwrap().as_slice());
     db.assert_invariants_and_close().await;
 }
 
@@ -138,6 +136,30 @@ fn broken_files_are_reported_by_line_and_nothing_is_kept() {
         let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
         assert_eq!(bad, [(line, want)], "{file}");
     }
+}
+
+#[tokio::test]
+async fn a_quoted_section_name_is_imported_whole() {
+    let db = TestDb::new().await;
+    let file = "section,row,seat,pos,class,price,for_sale\n\
+                \"Box A, left\",1,1,1,4,85.00,yes\n\"Box A, left\",1,2,2,4,85.00,no\nStalls,A,1,1,2,45,yes\n";
+    let parsed = venue::parse_csv(file.as_bytes()).expect("read");
+    assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
+    let ev = db.client.import_event(&named("Boxes"), &parsed.seats).await.expect("import");
+    let map = db.client.seat_map(ev).await.expect("seat map");
+    let places: Vec<(&str, &str, &str, seatq::SeatAvailability)> =
+        map.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str(), s.state)).collect();
+    use seatq::SeatAvailability::{Free, NotForSale};
+    assert_eq!(
+        places,
+        [("Box A, left", "1", "1", Free), ("Box A, left", "1", "2", NotForSale), ("Stalls", "A", "1", Free)]
+    );
+    let done = db.run(Request::Hold(hold(ev, 4, 1, "ann"))).await;
+    let b = done.booking().unwrap_or_else(|| panic!("{done:?}"));
+    assert_eq!(b.seats.iter().map(|s| s.place()).collect::<Vec<_>>(), ["Box A, left, row 1, seat 1"]);
+    assert_eq!(code(&db.run(Request::Hold(hold(ev, 4, 1, "bob"))).await), "sold_out");
+    assert_eq!(db.seats_taken(ev).await, 1);
+    db.assert_invariants_and_close().await;
 }
 
 #[tokio::test]

@@ -5,21 +5,7 @@ mod common;
 
 use common::{TestDb, hold};
 use seatq::{Client, Request, Status};
-use sqlx::postgres::PgPool;
-use sqlx::{Executor, Row};
-
-/// Create a login role in `group` (roles are server-wide: unique name).
-async fn login(db: &TestDb, group: &str) -> (String, PgPool) {
-    let name = format!("{}_{}", db.name, group);
-    db.pool.execute(sqlx::AssertSqlSafe(format!("CREATE ROLE \"{name}\" LOGIN IN ROLE {group}"))).await.unwrap();
-    let pool = PgPool::connect_with(db.options.clone().username(&name)).await.unwrap();
-    (name, pool)
-}
-
-async fn drop_login(db: &TestDb, name: &str, pool: PgPool) {
-    pool.close().await;
-    db.pool.execute(sqlx::AssertSqlSafe(format!("DROP ROLE \"{name}\""))).await.unwrap();
-}
+use sqlx::Row;
 
 fn denied(result: Result<sqlx::postgres::PgQueryResult, sqlx::Error>, what: &str) {
     let err = result.expect_err(what);
@@ -37,7 +23,8 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     let theirs = db.client.enqueue(Request::Hold(hold(ev, 1, 2, "ann"))).await.unwrap();
     db.drain().await;
 
-    let (name, pool) = login(&db, "seatq_producer").await;
+    let login = db.login("seatq_producer").await;
+    let pool = login.pool.clone();
     // Enqueue through the client (which sees the schema is current and does
     // not try to migrate), by the function, and by a plain INSERT.
     seatq::db::migrate(&pool).await.expect("a current schema needs no migration rights");
@@ -86,7 +73,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     );
     denied(sqlx::query("INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, request_id) VALUES (1, 'x', 'booked', '{1}', 0, 1)").execute(&pool).await, "insert bookings");
 
-    drop_login(&db, &name, pool).await;
+    login.drop(&db).await;
 
     // What it enqueued is processed normally by a worker.
     db.drain().await;
@@ -103,7 +90,8 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
         (0..12).map(|n| Request::Hold(hold(ev, 3, 3, &format!("p{n}"))).into()).collect();
     let ids = db.client.enqueue_many(&party).await.unwrap();
 
-    let (name, pool) = login(&db, "seatq_worker").await;
+    let login = db.login("seatq_worker").await;
+    let pool = login.pool.clone();
     seatq_worker::Worker::new(pool.clone(), seatq_worker::Config::default()).drain().await.unwrap();
     db.assert_all_succeeded(&[&ids[..], &[id]].concat()).await;
     seatq_worker::sweeper::sweep(&pool).await.unwrap();
@@ -114,7 +102,7 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
     denied(sqlx::query("INSERT INTO seatq.events (name) VALUES ('x')").execute(&pool).await, "create events");
     denied(sqlx::query("DELETE FROM seatq.bookings").execute(&pool).await, "delete bookings");
     denied(sqlx::query("UPDATE seatq.events SET name = 'x'").execute(&pool).await, "rename events");
-    drop_login(&db, &name, pool).await;
+    login.drop(&db).await;
     db.close().await;
 }
 
@@ -122,8 +110,8 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory() {
 async fn the_producer_role_submits_a_batch_and_reads_it_back() {
     use futures_util::StreamExt as _;
     let (db, ev) = TestDb::with_event("E", 20, 6).await;
-    let (name, pool) = login(&db, "seatq_producer").await;
-    let producer = Client::from_pool(pool.clone());
+    let login = db.login("seatq_producer").await;
+    let producer = Client::from_pool(login.pool.clone());
     let batch = || {
         let mut batch = seatq::Batch::new("roles").unwrap();
         for (reference, party) in [("a", 9), ("b", 9), ("c", 9)] {
@@ -144,6 +132,6 @@ async fn the_producer_role_submits_a_batch_and_reads_it_back() {
     assert_eq!(producer.batch_status("roles").await.unwrap().summary.total.booked, 2);
     let results: Vec<_> = producer.batch_results("roles").map(Result::unwrap).collect().await;
     assert_eq!(results.iter().map(|o| o.reference.as_deref()).collect::<Vec<_>>(), [Some("a"), Some("b"), Some("c")]);
-    drop_login(&db, &name, pool).await;
+    login.drop(&db).await;
     db.assert_invariants_and_close().await;
 }

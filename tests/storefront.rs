@@ -12,6 +12,11 @@ use chrono::Utc;
 use common::{TestDb, client_named, count_requests, hold, sessions, wait_for_listener};
 use seatq::{Error, ErrorCode, NewRequest, Request, SeatRequest, Status};
 
+/// A booking of one seat of class 1 for `customer`, under idempotency key `key`.
+fn keyed_book(event: i64, customer: &str, key: &str) -> NewRequest {
+    NewRequest { idempotency_key: Some(key.to_string()), ..Request::Book(hold(event, 1, 1, customer)).into() }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_customers_wait_on_one_listening_connection() {
     const CUSTOMERS: usize = 1000;
@@ -305,10 +310,7 @@ async fn a_key_reused_for_another_request_is_refused_from_sql() {
 #[tokio::test]
 async fn a_key_reused_for_another_request_is_refused_from_the_client() {
     let (db, ev) = TestDb::with_event("E", 20, 6).await;
-    let keyed = |customer: &str, key: &str| NewRequest {
-        idempotency_key: Some(key.to_string()),
-        ..Request::Book(hold(ev, 1, 1, customer)).into()
-    };
+    let keyed = |customer: &str, key: &str| keyed_book(ev, customer, key);
     let first = db.client.enqueue(keyed("ann", "order-1")).await.unwrap();
     assert_eq!(db.client.enqueue(keyed("ann", "order-1")).await.unwrap(), first, "same key, same request");
     fn conflict<T: std::fmt::Debug>(r: Result<T, Error>) -> seatq::RequestError {
@@ -347,5 +349,57 @@ async fn a_key_reused_for_another_request_is_refused_from_the_client() {
     db.drain().await;
     db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(ev).await, 2);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn the_conflict_check_reads_a_long_file_once() {
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
+    let keyed = |customer: &str, key: &str| keyed_book(ev, customer, key);
+    let stored = db.client.enqueue(keyed("zed", "order-stored")).await.unwrap();
+    // 3,000 lines, three to a key: the third of every hundredth key asks
+    // for another customer; line 1,500 reuses the stored request's key for
+    // another customer.
+    let batch: Vec<NewRequest> = (0..3000)
+        .map(|i| {
+            let customer = if i % 300 == 2 { "other".to_string() } else { format!("c{}", i / 3) };
+            let key = if i == 1500 { "order-stored".to_string() } else { format!("order-{}", i / 3) };
+            keyed(&customer, &key)
+        })
+        .collect();
+    let mut expected: Vec<usize> = (0..3000).filter(|i| i % 300 == 2).collect();
+    expected.push(1500);
+    expected.sort();
+    let found = db.client.idempotency_conflicts(&batch).await.unwrap();
+    assert_eq!(found.iter().map(|(i, _)| *i).collect::<Vec<_>>(), expected);
+    let stored_conflict = found.iter().find(|(i, _)| *i == 1500).expect("line 1500");
+    assert!(stored_conflict.1.message.contains(&format!("request {stored}")), "{found:?}");
+
+    // Its plan reads the batch once (a window over it), not once per line.
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
+        seatq::sql::queue::IDEMPOTENCY_CONFLICTS
+    )))
+    .bind(batch.iter().map(|n| n.request.kind()).collect::<Vec<_>>())
+    .bind(batch.iter().map(|n| n.request.payload()).collect::<Vec<_>>())
+    .bind(batch.iter().map(|n| n.idempotency_key.clone()).collect::<Vec<_>>())
+    .fetch_one(&db.pool)
+    .await
+    .expect("explain");
+    fn batch_scans(node: &serde_json::Value, found: &mut Vec<(String, i64)>) {
+        let kind = node["Node Type"].as_str().unwrap_or_default();
+        if ["Function Scan", "CTE Scan", "WindowAgg"].contains(&kind) {
+            found.push((kind.to_string(), node["Actual Loops"].as_i64().unwrap_or(-1)));
+        }
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            batch_scans(child, found);
+        }
+    }
+    let mut scans = Vec::new();
+    batch_scans(&plan[0]["Plan"], &mut scans);
+    assert!(scans.iter().any(|(kind, _)| kind == "Function Scan"), "{plan}");
+    assert!(scans.iter().all(|(_, loops)| *loops == 1), "a scan of the batch repeated: {scans:?}");
+    db.drain().await;
+    assert_eq!(db.seats_taken(ev).await, 1);
     db.assert_invariants_and_close().await;
 }

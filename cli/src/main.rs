@@ -346,18 +346,7 @@ impl std::error::Error for Usage {}
 fn error_code(e: &anyhow::Error) -> &'static str {
     for cause in e.chain() {
         if let Some(e) = cause.downcast_ref::<seatq::Error>() {
-            return match e {
-                seatq::Error::BadUrl(_) => "bad_url",
-                seatq::Error::Unreachable { .. } => "unreachable",
-                seatq::Error::Invalid(refused) => refused.code(),
-                seatq::Error::NotFound(_) => "not_found",
-                seatq::Error::Timeout(_) => "timeout",
-                seatq::Error::CommitUnknown { .. } => "commit_unknown",
-                seatq::Error::Db(_) => "database",
-                seatq::Error::Migrate(_) => "migration",
-                seatq::Error::OldSchema { .. } => "old_schema",
-                seatq::Error::SchemaMismatch { .. } => "schema_mismatch",
-            };
+            return seatq_error_code(e);
         }
         if cause.is::<std::io::Error>() {
             return "io";
@@ -367,6 +356,23 @@ fn error_code(e: &anyhow::Error) -> &'static str {
         }
     }
     "internal"
+}
+
+/// The `code` of a seatq error.
+fn seatq_error_code(e: &seatq::Error) -> &'static str {
+    match e {
+        seatq::Error::BadUrl(_) => "bad_url",
+        seatq::Error::Unreachable { .. } => "unreachable",
+        seatq::Error::Invalid(refused) => refused.code(),
+        seatq::Error::NotFound(_) => "not_found",
+        seatq::Error::Timeout(_) => "timeout",
+        seatq::Error::CommitUnknown { .. } => "commit_unknown",
+        seatq::Error::Db(_) => "database",
+        seatq::Error::Shared(e) => seatq_error_code(e),
+        seatq::Error::Migrate(_) => "migration",
+        seatq::Error::OldSchema { .. } => "old_schema",
+        seatq::Error::SchemaMismatch { .. } => "schema_mismatch",
+    }
 }
 
 /// The error and its causes, each shown once: many errors (sqlx's among
@@ -699,10 +705,7 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
                     .iter()
                     .map(|s| match s.label.is_empty() {
                         true => format!("{}(class {})", s.seat, s.class),
-                        false => format!(
-                            "{}({}, row {}, seat {}, class {})",
-                            s.seat, s.section, s.row_label, s.label, s.class
-                        ),
+                        false => format!("{}({}, class {})", s.seat, s.place(), s.class),
                     })
                     .collect();
                 let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
@@ -826,7 +829,13 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                     } else {
                         format!("{}-{}", price(g.min_price_cents), price(g.max_price_cents))
                     };
-                    println!("  {:<16} class {:<3} {:<10} {:>6}  at {prices}", g.section, g.class, g.state, g.seats);
+                    println!(
+                        "  {:<16} class {:<3} {:<10} {:>6}  at {prices}",
+                        g.section,
+                        g.class,
+                        g.state.as_str(),
+                        g.seats
+                    );
                 }
             }
         }

@@ -59,6 +59,11 @@ pub enum Error {
     CommitUnknown { xid: String, source: sqlx::Error },
     #[error("database error: {0}")]
     Db(sqlx::Error),
+    /// One read made for several callers failed, and each of them gets
+    /// this same error (the storefront cache reads an event once for every
+    /// page view waiting for it).
+    #[error(transparent)]
+    Shared(std::sync::Arc<Error>),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The database holds a `seatq` schema made by an earlier development
@@ -125,6 +130,7 @@ impl Error {
         use sqlx::migrate::MigrateError;
         match self {
             Error::Unreachable { source, .. } | Error::Db(source) => Some(source),
+            Error::Shared(error) => error.database_error(),
             Error::Migrate(MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _)) => Some(source),
             _ => None,
         }

@@ -103,6 +103,18 @@ pub struct SeatInfo {
     pub label: String,
 }
 
+impl SeatInfo {
+    /// The seat as the venue names it, "Circle, row C, seat 14"; "seat 56"
+    /// where the event's seats have no names.
+    pub fn place(&self) -> String {
+        if self.label.is_empty() {
+            format!("seat {}", self.seat)
+        } else {
+            format!("{}, row {}, seat {}", self.section, self.row_label, self.label)
+        }
+    }
+}
+
 labelled! {
     /// Stable error codes recorded in `seatq.requests.error_code` (and one,
     /// `idempotency_conflict`, of an enqueue refused outright).

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -13,14 +14,15 @@ use serde_json::Value;
 use sqlx::postgres::{PgExecutor, PgPool, PgPoolOptions};
 use tokio::time::Instant;
 
-use crate::availability::{ClassAvailability, MapSeat};
+use crate::availability::{AvailabilityView, ClassAvailability, LayoutSeat, MapSeat, SeatStates};
 use crate::batch::InBatch;
 use crate::outcome::{ErrorCode, RequestRecord};
 use crate::request::Request;
 use crate::retry::Jitter;
 use crate::venue::{NewEvent, VenueSeat};
+use crate::view_cache::{DEFAULT_MAX_AGE, ViewCache, ViewCacheStats};
 use crate::waiters::{Finished, Waiter, Waiters};
-use crate::{Error, RequestError, db, sql, validate};
+use crate::{Error, RequestError, SeatAvailability, db, sql, validate};
 
 /// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
 const BULK_CHUNK: usize = 1000;
@@ -104,10 +106,14 @@ pub struct WorkerInfo {
 /// A handle on a seatq database, cheap to clone. Its clones share one pool
 /// and one waiter hub: however many callers wait for outcomes at once, they
 /// use one listening connection besides the pool's.
+///
+/// They share one cache of availability too
+/// ([`Client::cached_availability`]).
 #[derive(Debug, Clone)]
 pub struct Client {
     pool: PgPool,
     waiters: Waiters,
+    views: Arc<ViewCache>,
 }
 
 impl Client {
@@ -131,7 +137,22 @@ impl Client {
 
     /// Use an existing pool (migrations must already be applied).
     pub fn from_pool(pool: PgPool) -> Client {
-        Client { waiters: Waiters::new(pool.clone()), pool }
+        Client { waiters: Waiters::new(pool.clone()), views: Arc::new(ViewCache::new(DEFAULT_MAX_AGE)), pool }
+    }
+
+    /// This client with a cache of availability of its own, whose views are
+    /// at most `max_age` old when served, or up to twice that while a read
+    /// for a newer one runs ([`Client::cached_availability`]; the default is
+    /// [`crate::view_cache::DEFAULT_MAX_AGE`]). Zero serves no view twice:
+    /// every page view reads, though concurrent ones share a read.
+    pub fn with_view_max_age(mut self, max_age: Duration) -> Client {
+        self.views = Arc::new(ViewCache::new(max_age));
+        self
+    }
+
+    /// The maximum age of this client's cached views.
+    pub fn view_max_age(&self) -> Duration {
+        self.views.max_age()
     }
 
     /// The underlying pool.
@@ -442,17 +463,55 @@ impl Client {
     }
 
     /// Per class of an event: seats, free, held and booked, and the price
-    /// ranges of the free seats and of all. Empty for an event without seats.
-    /// A producer login may call it.
+    /// ranges of the free seats and of all, exact (read now; for a page view,
+    /// [`Client::cached_availability`]). Empty for an event without seats. A
+    /// producer login may call it.
     pub async fn availability(&self, event: i64) -> Result<Vec<ClassAvailability>, Error> {
         Ok(sqlx::query_as(sql::availability::AVAILABILITY).bind(event).fetch_all(&self.pool).await?)
     }
 
     /// Every seat of an event, in seat order, free, held, booked or not for
-    /// sale (never whose). Empty for an event without seats. A producer login
-    /// may call it.
+    /// sale (never whose), exact (read now; for a page view,
+    /// [`Client::cached_availability`]). Empty for an event without seats. A
+    /// producer login may call it.
     pub async fn seat_map(&self, event: i64) -> Result<Vec<MapSeat>, Error> {
         Ok(sqlx::query_as(sql::availability::SEAT_MAP).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// The layout of an event's seats (where each is and what it costs), in
+    /// seat order: the part of [`Client::seat_map`] that never changes once
+    /// the seats are made. Empty for an event without seats. A producer
+    /// login may call it.
+    pub async fn seat_layout(&self, event: i64) -> Result<Vec<LayoutSeat>, Error> {
+        Ok(sqlx::query_as(sql::availability::SEAT_LAYOUT).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// How an event's seats stand now, compactly: the seats held, booked
+    /// and not for sale (every other seat is free). With
+    /// [`Client::seat_layout`], the whole map. A producer login may call it.
+    pub async fn seat_states(&self, event: i64) -> Result<SeatStates, Error> {
+        Ok(sqlx::query_as(sql::availability::SEAT_STATES).bind(event).fetch_one(&self.pool).await?)
+    }
+
+    /// An event's availability for a page view: the summary per class and
+    /// the seat map, from this client's cache, shared by its clones. A view
+    /// may be older than committed state by up to the cache's maximum age
+    /// ([`Client::with_view_max_age`]), or twice that while a read for a
+    /// newer one runs; one read at a time per event, whose answer (or
+    /// error, [`Error::Shared`]) every page view waiting for it gets. The
+    /// layout is read once per event, each new view reads only which seats
+    /// are not free. A hold or book decides on committed state, never on a
+    /// view: a stale view can cost a customer a `seats_taken` or `sold_out`
+    /// answer, never a seat sold twice. For an exact answer, see
+    /// [`Client::availability`] and [`Client::seat_map`]. A producer login
+    /// may call it.
+    pub async fn cached_availability(&self, event: i64) -> Result<Arc<AvailabilityView>, Error> {
+        self.views.get(&self.pool, event).await
+    }
+
+    /// What this client's cache of availability has done so far.
+    pub fn view_cache_stats(&self) -> ViewCacheStats {
+        self.views.stats()
     }
 
     /// Live workers (heartbeat within [`crate::WORKER_DEAD_AFTER`]).
@@ -564,12 +623,14 @@ impl Client {
         Ok(id)
     }
 
-    /// Every event (or only `event`), with its sales window and seat counts.
+    /// Every event (or only `event`), with its sales window and seat
+    /// counts. A producer login may call it.
     pub async fn events(&self, event: Option<i64>) -> Result<Vec<EventSummary>, Error> {
         Ok(sqlx::query_as(sql::inventory::LIST_EVENTS).bind(event).fetch_all(&self.pool).await?)
     }
 
-    /// Event `event`'s seats by section, class and state.
+    /// Event `event`'s seats by section, class and state, as a storefront
+    /// sees them. A producer login may call it.
     pub async fn event_seat_map(&self, event: i64) -> Result<Vec<SeatGroup>, Error> {
         Ok(sqlx::query_as(sql::inventory::EVENT_SEAT_MAP).bind(event).fetch_all(&self.pool).await?)
     }
@@ -608,8 +669,9 @@ pub struct EventSummary {
 pub struct SeatGroup {
     pub section: String,
     pub class: i16,
-    /// available, held, booked, blocked, or lapsed (a hold past its time: free).
-    pub state: String,
+    /// How they show to a storefront: free (a lapsed hold too), held, booked
+    /// or not for sale.
+    pub state: SeatAvailability,
     pub seats: i64,
     pub min_price_cents: i32,
     pub max_price_cents: i32,

@@ -11,6 +11,7 @@
 //!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
 //!   listening connection), stats, invariant checks;
 //! - [`availability`]: free seats and prices per class, and the seat map, for a storefront;
+//! - [`view_cache`]: the client's shared, short-lived cache of them, for every page view;
 //! - [`bulk`]: request files (JSON lines or CSV), checked line by line;
 //! - [`batch`]: thousands of parties under one name, enqueued so that the
 //!   file can be submitted again safely, their outcomes streamed as they
@@ -40,9 +41,10 @@ pub mod bulk;
 pub mod client;
 pub mod sql;
 pub mod venue;
+pub mod view_cache;
 mod waiters;
 
-pub use availability::{ClassAvailability, MapSeat};
+pub use availability::{AvailabilityView, ClassAvailability, LayoutSeat, MapSeat, SeatStates};
 pub use batch::{Batch, PartyOutcome, Summary};
 pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
@@ -50,3 +52,4 @@ pub use seatq_core::{
     SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request,
     retry, sqlstate, validate,
 };
+pub use view_cache::ViewCacheStats;

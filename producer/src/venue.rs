@@ -11,11 +11,14 @@
 //! is imported, so a bad one is reported with its number (in JSON, the
 //! seat's 1-based place in `seats`) and nothing is half imported.
 //!
-//! Fields are separated by commas and may not contain one (no quoting): the
-//! names of sections, rows and seats never need it.
+//! The CSV is read as RFC 4180 has it (by the `csv` crate): a field with a
+//! comma, a quote or a line break in it is quoted (`"Box A, left"`, a quote
+//! inside doubled); spaces around a field are trimmed, blank lines and lines
+//! starting with `#` skipped. A bad line is reported by the line it starts
+//! on.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, Read};
+use std::io::Read;
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -96,24 +99,37 @@ struct JsonVenue {
 }
 
 /// Parse a CSV venue file. Only an I/O error fails the whole parse.
-pub fn parse_csv(reader: impl BufRead) -> std::io::Result<Venue> {
+pub fn parse_csv(mut reader: impl Read) -> std::io::Result<Venue> {
+    // Whole, to tell each record's first line (see `first_line`); a venue
+    // file is small.
+    let mut raw = Vec::new();
+    reader.read_to_end(&mut raw)?;
     let mut venue = Venue::default();
     let mut checker = Checker::default();
     let mut columns: Option<Vec<usize>> = None;
-    for numbered in crate::bulk::numbered_lines(reader) {
-        let (n, line) = numbered?;
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(false)
+        // Each line's field count is checked here, to say which line is short.
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .comment(Some(b'#'))
+        .from_reader(raw.as_slice());
+    let mut record = csv::ByteRecord::new();
+    // Without `flexible`'s field-count check and with bytes rather than
+    // text, reading fails only on I/O.
+    while csv.read_byte_record(&mut record).map_err(std::io::Error::from)? {
+        let n = record.position().map_or(1, |at| first_line(&raw, at));
         let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
-        let line = match line {
-            Ok(line) => line,
+        let fields: Vec<&str> = match record.iter().map(std::str::from_utf8).collect() {
+            Ok(fields) => fields,
             Err(e) => {
                 venue.bad.push(bad("invalid_line", format!("not valid UTF-8: {e}")));
                 continue;
             }
         };
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+        if fields.iter().all(|f| f.is_empty()) {
             continue;
         }
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         let Some(order) = &columns else {
             match header(&fields) {
                 Ok(order) => columns = Some(order),
@@ -146,6 +162,27 @@ pub fn parse_csv(reader: impl BufRead) -> std::io::Result<Venue> {
         });
     }
     Ok(venue)
+}
+
+/// The line a record of `raw` starts on. The `csv` crate gives where it
+/// began looking for the record, before the line ends (blank lines) and
+/// comment lines it skips; these are skipped here the same way.
+fn first_line(raw: &[u8], at: &csv::Position) -> usize {
+    let (mut line, mut i) = (at.line() as usize, at.byte() as usize);
+    while let Some(&b) = raw.get(i) {
+        match b {
+            b'\n' => line += 1,
+            b'\r' => {}
+            // A comment: on to its line end, which counts the line.
+            b'#' => {
+                i += raw[i..].iter().position(|&b| b == b'\n').unwrap_or(raw.len() - i);
+                continue;
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    line
 }
 
 /// Where each of [`COLUMNS`] is in the header.
@@ -335,6 +372,45 @@ mod tests {
                 (8, "invalid_for_sale")
             ]
         );
+        assert_eq!(v.seats.len(), 1);
+    }
+
+    #[test]
+    fn quoted_fields_may_hold_commas_quotes_and_line_breaks() {
+        let file = format!(
+            "\u{feff}{HEADER}# the boxes\n\n\"Box A, left\",1,1,1,4,85.00,yes\n\"Box A, left\", 1 ,2,2,4, 85 ,no\n\
+             \"The \"\"Royal\"\" box\",1,1,1,4,85,yes\nStalls,A,1,1,2,\"1,000\",yes\n\"Gallery\nEast\",A,1,1,3,10,yes\n\n\
+             Gallery,A,2,x,3,10,yes\n"
+        );
+        let v = parse_csv(file.as_bytes()).expect("parse");
+        // The price with a comma is refused (line 7); the bad position is
+        // reported on its own line (11), after a quoted line break (8-9) and
+        // a blank line.
+        let bad: Vec<(usize, &str)> = v.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+        assert_eq!(bad, [(7, "invalid_price"), (11, "invalid_position")]);
+        let seats: Vec<(&str, &str, &str, i32, bool)> = v
+            .seats
+            .iter()
+            .map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str(), s.price_cents, s.for_sale))
+            .collect();
+        assert_eq!(
+            seats,
+            [
+                ("Box A, left", "1", "1", 8500, true),
+                ("Box A, left", "1", "2", 8500, false),
+                ("The \"Royal\" box", "1", "1", 8500, true),
+                ("Gallery\nEast", "A", "1", 1000, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_are_counted_through_crlf_comments_and_blank_lines() {
+        let file = "section,row,seat,pos,class,price,for_sale\r\n\r\n# comment\r\nStalls,A,1,1,1,40,yes\r\n\
+                    # another, with a \"quote\r\n\r\n\r\nStalls,A,2,1,1,40,yes\r\nStalls,A,3,3,1,40";
+        let v = parse_csv(file.as_bytes()).expect("parse");
+        let bad: Vec<(usize, &str)> = v.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+        assert_eq!(bad, [(8, "duplicate_position"), (9, "invalid_line")]);
         assert_eq!(v.seats.len(), 1);
     }
 

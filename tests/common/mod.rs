@@ -127,6 +127,19 @@ impl TestDb {
         self.client.seats_granted(event).await.expect("count granted")
     }
 
+    /// A new login role in `group` (`seatq_producer`, `seatq_worker`, ...),
+    /// named after this database (roles are server-wide), and a pool of its
+    /// own; drop it with [`Login::drop`].
+    pub async fn login(&self, group: &str) -> Login {
+        let name = format!("{}_{}", self.name, group);
+        let create = format!("CREATE ROLE \"{name}\" LOGIN IN ROLE {group}");
+        sqlx::query(sqlx::AssertSqlSafe(create)).execute(&self.pool).await.expect("create the login");
+        let options = self.options.clone().username(&name);
+        let pool = PgPool::connect_with(options.clone()).await.expect("connect as the login");
+        let url = format!("postgres://{name}@{}:{}/{}", options.get_host(), options.get_port(), self.name);
+        Login { name, pool, url }
+    }
+
     /// Drop the database.
     pub async fn close(self) {
         self.pool.close().await;
@@ -135,6 +148,41 @@ impl TestDb {
             let _ = conn.close().await;
         }
     }
+}
+
+/// A login role of a test database ([`TestDb::login`]).
+pub struct Login {
+    pub name: String,
+    pub pool: PgPool,
+    /// Its URL, for the command line.
+    pub url: String,
+}
+
+impl Login {
+    /// Close its pool and drop the role.
+    pub async fn drop(self, db: &TestDb) {
+        self.pool.close().await;
+        let drop = format!("DROP ROLE \"{}\"", self.name);
+        sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&db.pool).await.expect("drop the login");
+    }
+}
+
+/// The `seatq` binary: `cargo test --workspace` builds it beside the test
+/// executables (cli/tests/cli.rs makes it build it).
+pub fn seatq_bin() -> &'static std::path::Path {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable");
+        let profile_dir = exe.parent().and_then(std::path::Path::parent).expect("target dir").to_path_buf();
+        let bin = profile_dir.join(format!("seatq{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            bin.exists(),
+            "{} is missing: run the tests with `cargo test --workspace`, or build it first with \
+             `cargo build -p seatq-cli` (add --release for release tests)",
+            bin.display()
+        );
+        bin
+    })
 }
 
 /// Assert every seatq invariant holds on the database `client` reaches.

@@ -11,3 +11,16 @@ FROM seatq.availability($1)";
 pub const SEAT_MAP: &str = "
 SELECT seat_no, section, row_label, label, row_no, pos, class, price_cents, state
 FROM seatq.seat_map($1)";
+
+/// The layout of event $1's seats, in seat order: what never changes.
+pub const SEAT_LAYOUT: &str = "
+SELECT seat_no, section, row_label, label, row_no, pos, class, price_cents
+FROM seatq.seat_layout($1)";
+
+/// How event $1's seats stand, in one row: how many there are, and those
+/// held, booked and not for sale (every other seat is free).
+pub const SEAT_STATES: &str = "SELECT seats, held, booked, not_for_sale FROM seatq.seat_states($1)";
+
+/// A read-only transaction with one snapshot for all its statements: the
+/// layout and the states read together agree.
+pub const BEGIN_ONE_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";

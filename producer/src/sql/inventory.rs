@@ -57,29 +57,32 @@ SELECT $1, s.ord, s.row_no, s.pos, s.class, s.price_cents, s.section, s.row_labe
 FROM unnest($2::int[], $3::int[], $4::smallint[], $5::int[], $6::text[], $7::text[], $8::text[], $9::bool[])
     WITH ORDINALITY AS s(row_no, pos, class, price_cents, section, row_label, label, for_sale, ord)";
 
-/// Every event, with its seat counts (taken: live holds and bookings).
+/// Every event (or only event $1), with its seat counts (taken: live holds
+/// and bookings), counted by `seatq.availability`: a producer login may run
+/// it (it may not read the seats themselves).
 pub const LIST_EVENTS: &str = "
 SELECT e.id, e.name, e.venue, e.starts_at, e.sales_from, e.sales_until, e.closed_at, e.per_customer,
        seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal,
-       count(s.seat_no) AS seats,
-       count(s.seat_no) FILTER (WHERE seatq.is_free(s.state, s.held_until)) AS free,
-       count(s.seat_no) FILTER (WHERE seatq.is_live(s.state, s.held_until)) AS taken,
-       count(s.seat_no) FILTER (WHERE s.state = 'blocked') AS blocked
+       coalesce(sum(a.seats), 0)::bigint AS seats,
+       coalesce(sum(a.free), 0)::bigint AS free,
+       coalesce(sum(a.held + a.booked), 0)::bigint AS taken,
+       coalesce(sum(a.seats - a.free - a.held - a.booked), 0)::bigint AS blocked
 FROM seatq.events e
-LEFT JOIN seatq.seats s ON s.event_id = e.id
+LEFT JOIN LATERAL seatq.availability(e.id) a ON true
 WHERE $1::bigint IS NULL OR e.id = $1
 GROUP BY e.id
 ORDER BY e.id";
 
-/// Event $1's seats by section, class and state (a lapsed hold counts as
-/// `lapsed`: free), with the price range.
+/// Event $1's seats by section, class and how they show to a storefront
+/// (free, held, booked, not for sale), with the price range, in the order
+/// of the sections' first rows; from `seatq.seat_map`, so a producer login
+/// may run it.
 pub const EVENT_SEAT_MAP: &str = "
-SELECT section, class,
-       CASE WHEN seatq.is_lapsed(state, held_until) THEN 'lapsed' ELSE state::text END AS state,
-       count(*) AS seats, min(price_cents) AS min_price_cents, max(price_cents) AS max_price_cents
-FROM seatq.seats WHERE event_id = $1
-GROUP BY 1, 2, 3
-ORDER BY min(row_no), 2, 3";
+SELECT section, class, state, count(*) AS seats,
+       min(price_cents) AS min_price_cents, max(price_cents) AS max_price_cents
+FROM seatq.seat_map($1)
+GROUP BY section, class, state
+ORDER BY min(row_no), class, state";
 
 /// Stop event $1's sales now (kept if already closed); whether it exists.
 pub const CLOSE_EVENT: &str = "

@@ -17,9 +17,10 @@ ORDER BY t.ord";
 /// an idempotency key for another kind or payload: the key's first use is
 /// the stored request if there is one, else the batch's first line with it.
 /// Returns each conflicting line's position (from 1), its key and the id of
-/// the stored request it conflicts with (NULL for a line of the batch). The
-/// batch's first line of each key comes from a window, one sort for the
-/// whole batch, so thousands of lines cost no more than a sort of them.
+/// the stored request it conflicts with (NULL for a line of the batch).
+/// One pass over the batch, not one per line: each key's first line comes
+/// from a window over the batch sorted by key (one sort), the stored
+/// request from one seek of the key's unique index per line.
 pub const IDEMPOTENCY_CONFLICTS: &str = "
 WITH b AS (
     SELECT t.kind, t.payload, t.key, t.ord,
@@ -30,11 +31,10 @@ WITH b AS (
     WHERE t.key IS NOT NULL
     WINDOW w AS (PARTITION BY t.key ORDER BY t.ord)
 )
-SELECT b.ord AS position, b.key, stored.id AS first_id, CASE WHEN stored.id IS NULL THEN b.first_ord END AS first_position
+SELECT b.ord AS position, b.key, stored.id AS first_id,
+       CASE WHEN stored.id IS NULL THEN b.first_ord END AS first_position
 FROM b
-LEFT JOIN LATERAL (
-    SELECT r.id, r.kind, r.payload FROM seatq.requests r WHERE r.idempotency_key = b.key
-) stored ON true
+LEFT JOIN seatq.requests stored ON stored.idempotency_key = b.key
 WHERE CASE WHEN stored.id IS NOT NULL
            THEN (stored.kind, stored.payload) IS DISTINCT FROM (b.kind, b.payload)
            ELSE (b.first_kind, b.first_payload) IS DISTINCT FROM (b.kind, b.payload) END

@@ -11,23 +11,21 @@ pub const EVENT_RULES: &str = "
 SELECT e.id, seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal, e.per_customer
 FROM seatq.events e WHERE e.id = ANY($1)";
 
-/// Live seats each customer has on each event: per pair k, customer $2[k]
-/// on event $1[k] (bookings_by_customer), and whether this transaction holds
-/// the pair's customer lock (`seatq.customer_lock`, tried, never waited
-/// for): without it another batch may be booking for the same customer, and
-/// the count is not to be trusted. Only asked about events with a
+/// Live seats each customer has on each event (`seatq.customer_seats`): per
+/// pair k, customer $2[k] on event $1[k], and whether this transaction
+/// holds the pair's customer lock (`seatq.customer_lock`, tried, never
+/// waited for): without it another batch may be booking for the same
+/// customer, and the count (then 0) is not to be trusted. The lock is tried
+/// in its own step, before the count. Only asked about events with a
 /// per-customer limit.
 pub const CUSTOMER_SEATS: &str = "
 WITH k AS MATERIALIZED (
     SELECT event_id, customer, ord, pg_try_advisory_xact_lock(seatq.customer_lock(event_id, customer)) AS locked
     FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(event_id, customer, ord)
 )
-SELECT k.ord AS idx, k.locked, coalesce(sum(cardinality(b.seats)), 0)::bigint AS used
+SELECT ord AS idx, locked, CASE WHEN locked THEN seatq.customer_seats(event_id, customer) ELSE 0 END AS used
 FROM k
-LEFT JOIN seatq.bookings b
-    ON b.event_id = k.event_id AND b.customer = k.customer AND seatq.is_live(b.state, b.held_until)
-GROUP BY k.ord, k.locked
-ORDER BY k.ord";
+ORDER BY ord";
 
 /// Lock the cheapest free seats for many requests at once, one group per
 /// (event, class): for group k, up to $3[k] seats of class $2[k] on event

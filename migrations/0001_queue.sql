@@ -21,9 +21,17 @@ CREATE TABLE seatq.requests (
     -- an unknown kind is accepted and then failed with a clear error.
     kind               text NOT NULL,
     payload            jsonb NOT NULL DEFAULT '{}'::jsonb,
-    -- A second enqueue with the same key returns the first request (unique
-    -- through the partial index requests_idempotency_key).
+    -- A second enqueue by the same producer with the same key returns the
+    -- first request (unique per producer through the partial index
+    -- requests_idempotency_key); another producer's key is another key.
     idempotency_key    text,
+    -- The role that inserted the request, set by the database: the role the
+    -- session runs as (current_user: the login, or the shop's role it took
+    -- with SET ROLE). Producers may not write it (their INSERT grant leaves
+    -- it out, 0006_roles.sql), so it cannot be forged; row-level security
+    -- lets a producer see only its own requests, and the bookings they made
+    -- carry it on (seatq.bookings.producer).
+    producer           text NOT NULL DEFAULT current_user,
     priority           smallint NOT NULL DEFAULT 0,
     status             seatq.request_status NOT NULL DEFAULT 'queued',
     -- Processing attempts that ended in an unexpected error.
@@ -48,8 +56,10 @@ CREATE INDEX requests_ready ON seatq.requests (priority DESC, run_at, id) WHERE 
 -- Retention: finished requests by age, pruned in small batches.
 CREATE INDEX requests_finished ON seatq.requests (finished_at) WHERE status <> 'queued';
 -- Requests without an idempotency key (most of them) need no entry in the
--- key's index, on insert or on the update that records their outcome.
-CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (idempotency_key)
+-- key's index, on insert or on the update that records their outcome. Keys
+-- are scoped per producer: two shops may use the same key for their own
+-- requests, and neither learns of the other's.
+CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (producer, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 
 -- The queue table churns (every request is updated once and later deleted):
@@ -61,8 +71,8 @@ ALTER TABLE seatq.requests SET (
     autovacuum_analyze_scale_factor = 0.02
 );
 
--- Enqueue one request; with an idempotency key already used, return the
--- first request's id instead of inserting a second one, provided the kind and
+-- Enqueue one request; with an idempotency key this producer (current_user)
+-- already used, return the first request's id instead of inserting a second one, provided the kind and
 -- payload are the first request's too (compared as jsonb: key order and
 -- spacing do not matter). A key reused for another kind or payload is a
 -- mistake that would otherwise pass silently, so it is refused with seatq's
@@ -106,11 +116,11 @@ BEGIN
     END IF;
     INSERT INTO seatq.requests (kind, payload, idempotency_key, priority, run_at)
     VALUES (p_kind, p_payload, p_idempotency_key, p_priority, coalesce(p_run_at, now()))
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    ON CONFLICT (producer, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
         SELECT id, kind, payload INTO v_id, v_kind, v_payload
-        FROM seatq.requests WHERE idempotency_key = p_idempotency_key;
+        FROM seatq.requests WHERE producer = current_user AND idempotency_key = p_idempotency_key;
         IF v_kind IS DISTINCT FROM p_kind OR v_payload IS DISTINCT FROM p_payload THEN
             RAISE EXCEPTION 'idempotency_conflict: idempotency key "%" was first used by request % with another kind or payload',
                 p_idempotency_key, v_id
@@ -120,6 +130,32 @@ BEGIN
     END IF;
     RETURN v_id;
 END
+$$;
+
+-- Retention: delete up to p_limit succeeded or failed requests that finished
+-- more than p_older_than_secs seconds ago, oldest first, skipping rows
+-- locked; returns how many. Queued requests are never touched, and dead ones
+-- are kept (an operator may still retry them). The worker prunes in the
+-- background with it (worker/src/retention.rs), `seatq prune` on demand.
+--
+-- SECURITY DEFINER (it runs as the role that applied the migrations, with a
+-- fixed search_path): the worker role may execute it but has no DELETE on
+-- the table (0006_roles.sql), so a worker login can delete finished requests
+-- past its retention and nothing else. (`status <> 'queued'` lets the
+-- partial index requests_finished serve it.)
+CREATE FUNCTION seatq.prune_finished(p_older_than_secs float8, p_limit bigint) RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH old AS (
+        SELECT id FROM seatq.requests
+        WHERE status <> 'queued' AND status <> 'dead'
+          AND finished_at < now() - greatest(p_older_than_secs, 0) * interval '1 second'
+        ORDER BY finished_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ), deleted AS (
+        DELETE FROM seatq.requests r USING old WHERE r.id = old.id RETURNING 1
+    )
+    SELECT count(*) FROM deleted
 $$;
 
 -- Wake idle workers. One notification per statement, not per row; it is only

@@ -54,6 +54,11 @@ CREATE TABLE seatq.bookings (
     total_cents bigint NOT NULL,
     held_until  timestamptz,
     request_id  bigint NOT NULL,
+    -- The producer of the request that made it (seatq.requests.producer),
+    -- written by the worker from the request row: only that producer sees
+    -- the booking (row-level security, 0006_roles.sql), and a confirm,
+    -- cancel or extend from another producer finds no such booking.
+    producer    text NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT held_has_expiry CHECK (state <> 'held' OR held_until IS NOT NULL)

@@ -425,12 +425,12 @@ impl Client {
         const BATCH: i64 = 1000;
         let mut total = 0;
         loop {
-            let deleted = sqlx::query(seatq_core::sql::retention::PRUNE_FINISHED)
+            let deleted: i64 = sqlx::query_scalar(seatq_core::sql::retention::PRUNE_FINISHED)
                 .bind(older_than.as_secs_f64())
                 .bind(BATCH)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+                .fetch_one(&self.pool)
+                .await?;
+            let deleted = u64::try_from(deleted).unwrap_or(0);
             total += deleted;
             if deleted < BATCH as u64 {
                 return Ok(total);

@@ -14,7 +14,8 @@ ORDER BY t.ord";
 
 /// Which requests of a batch (arrays of kind $1, payload $2, key $3) reuse
 /// an idempotency key for another kind or payload: the key's first use is
-/// the stored request if there is one, else the batch's first line with it.
+/// the stored request of this producer (keys are per producer) if there is
+/// one, else the batch's first line with it.
 /// Returns each conflicting line's position (from 1), its key and the id of
 /// the stored request it conflicts with (NULL for a line of the batch).
 pub const IDEMPOTENCY_CONFLICTS: &str = "
@@ -25,7 +26,7 @@ WITH b AS (
 SELECT b.ord AS position, b.key, stored.id AS first_id, CASE WHEN stored.id IS NULL THEN first.ord END AS first_position
 FROM b
 LEFT JOIN LATERAL (
-    SELECT r.id, r.kind, r.payload FROM seatq.requests r WHERE r.idempotency_key = b.key
+    SELECT r.id, r.kind, r.payload FROM seatq.requests r WHERE r.producer = current_user AND r.idempotency_key = b.key
 ) stored ON true
 LEFT JOIN LATERAL (
     SELECT f.ord, f.kind, f.payload FROM b f WHERE f.key = b.key ORDER BY f.ord LIMIT 1

@@ -168,7 +168,9 @@ FOR UPDATE SKIP LOCKED";
 /// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
 /// request id, seat number. A hold never outlives its event's sales: it is
 /// cut to the end of its sales, `seatq.sales_end` (a primary-key seek per hold, not a join: a join
-/// lets the planner scan every event). Returns, per booking, its request, id, expiry and
+/// lets the planner scan every event). Each booking carries its request's
+/// producer (another primary-key seek, on the request this batch has
+/// claimed), which alone may see and act on it. Returns, per booking, its request, id, expiry and
 /// how many seats changed.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
@@ -177,12 +179,13 @@ WITH b AS (
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::int[]) AS s(request_id, seat_no)
 ), booking AS (
-    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
+    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
                 THEN least(now() + b.hold_secs * interval '1 second',
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
-           b.request_id
+           b.request_id,
+           (SELECT r.producer FROM seatq.requests r WHERE r.id = b.request_id)
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)

@@ -77,7 +77,9 @@ ALTER TABLE seatq.requests SET (
 -- spacing do not matter). A key reused for another kind or payload is a
 -- mistake that would otherwise pass silently, so it is refused with seatq's
 -- own SQLSTATE SQ001, its message starting with the code
--- `idempotency_conflict` (core/src/sqlstate.rs), and nothing is inserted. A
+-- `idempotency_conflict` (core/src/sqlstate.rs), and nothing is inserted. (A
+-- request failed as payload_too_large keeps '{}' for its payload,
+-- 0002_validation.sql: any payload over the limit is its payload again.) A
 -- NULL run_at means now. The priority is an
 -- int here but a smallint in the table: out of range, it fails naming the
 -- argument and the range (SQLSTATE 22003) rather than with a bare "smallint
@@ -109,6 +111,7 @@ DECLARE
     v_id bigint;
     v_kind text;
     v_payload jsonb;
+    v_code text;
 BEGIN
     IF p_priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION 'priority must be between -32768 and 32767'
@@ -119,11 +122,14 @@ BEGIN
     ON CONFLICT (producer, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
-        SELECT id, kind, payload INTO v_id, v_kind, v_payload
+        SELECT id, kind, payload, error_code INTO v_id, v_kind, v_payload, v_code
         FROM seatq.requests WHERE producer = current_user AND idempotency_key = p_idempotency_key;
-        IF v_kind IS DISTINCT FROM p_kind OR v_payload IS DISTINCT FROM p_payload THEN
-            RAISE EXCEPTION 'idempotency_conflict: idempotency key "%" was first used by request % with another kind or payload',
-                p_idempotency_key, v_id
+        IF v_kind IS DISTINCT FROM p_kind
+           OR (v_payload IS DISTINCT FROM p_payload
+               AND NOT (v_code IS NOT DISTINCT FROM 'payload_too_large'
+                        AND (seatq.request_error(p_kind, p_payload)).code = 'payload_too_large')) THEN
+            RAISE EXCEPTION 'idempotency_conflict: idempotency key % was first used by request % with another kind or payload',
+                seatq.quoted(p_idempotency_key), v_id
                 USING ERRCODE = 'SQ001',
                       HINT = 'Use a new key for a new request; the same key with the same kind and payload returns the first request.';
         END IF;

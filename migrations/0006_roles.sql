@@ -127,6 +127,14 @@ GRANT EXECUTE ON FUNCTION
     seatq.range_error(text, numeric, numeric, numeric),
     seatq.is_json_int(jsonb),
     seatq.describe_json(jsonb),
+    seatq.describe_element(jsonb),
+    seatq.control_character(text),
+    seatq.cut(text),
+    seatq.bounded(text),
+    seatq.quoted(text),
+    seatq.field_name(text),
+    seatq.idempotency_key_error(text),
+    seatq.run_at_error(timestamptz),
     seatq.fail_invalid_request(),
     seatq.notify_new_requests()
 TO seatq_producer, seatq_worker, seatq_admin;
@@ -149,6 +157,7 @@ GRANT EXECUTE ON FUNCTION
     seatq.sale_refusal(timestamptz, timestamptz, timestamptz),
     seatq.sales_end(timestamptz, timestamptz),
     seatq.customer_lock(bigint, text),
+    seatq.has_class(bigint, smallint),
     seatq.lock_cheapest_spread(bigint, smallint, int),
     seatq.check_invariants(boolean),
     seatq.prune_finished(float8, bigint),

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::client::NewRequest;
 use crate::request::Request;
-use crate::validate;
+use crate::{json, validate};
 
 /// One line of a bulk file.
 #[derive(Debug, Deserialize)]
@@ -88,10 +88,10 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Line>(&line) {
-            Err(e) => parsed.bad.push(bad("invalid_json", e.to_string())),
-            Ok(l) => match Request::decode(&l.kind, &l.payload)
-                .and_then(|r| l.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key).map(|()| r))
+        match json::from_str::<Line>(&line) {
+            Err(e) => parsed.bad.push(bad(e.code(), e.reason())),
+            Ok(l) => match validate::check_new(&l.kind, &l.payload, l.idempotency_key.as_deref(), l.run_at)
+                .and_then(|()| Request::decode(&l.kind, &l.payload))
             {
                 Ok(request) => {
                     parsed.good.push(NewRequest {

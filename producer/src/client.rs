@@ -38,10 +38,11 @@ pub struct NewRequest {
 }
 
 impl NewRequest {
-    /// Validate the request and the key.
+    /// Validate the request and its queue options, as the database does:
+    /// the key, the request, then `run_at` ([`validate::check_new`]).
     pub fn check(&self) -> Result<(), crate::RequestError> {
-        self.request.validate()?;
-        self.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)
+        let payload = self.request.payload();
+        validate::check_new(self.request.kind(), &payload, self.idempotency_key.as_deref(), self.run_at)
     }
 }
 
@@ -180,8 +181,10 @@ impl Client {
                     (None, Some(p)) => format!("request {p} of this batch"),
                     (None, None) => "another request".to_string(),
                 };
-                let message =
-                    format!("idempotency key \"{key}\" was first used by {first} with another kind or payload");
+                let message = format!(
+                    "idempotency key {} was first used by {first} with another kind or payload",
+                    validate::quoted(&key)
+                );
                 (position as usize - 1, RequestError { code: ErrorCode::IdempotencyConflict, message })
             })
             .collect())

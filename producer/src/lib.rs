@@ -14,6 +14,7 @@
 //! - [`bulk`]: request files, checked line by line;
 //! - [`venue`]: venue files (an event's seat map), checked line by line, to
 //!   import with [`Client::import_event`];
+//! - [`json`]: reading the JSON text of both, refusing a field named twice;
 //! - [`sql`]: the statements the client runs.
 //!
 //! The shared core is re-exported from `seatq-core`: [`request`] (the
@@ -34,6 +35,7 @@
 pub mod availability;
 pub mod bulk;
 pub mod client;
+pub mod json;
 pub mod sql;
 pub mod venue;
 mod waiters;

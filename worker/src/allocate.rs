@@ -142,6 +142,11 @@ async fn lock_together(conn: &mut PgConnection, r: &SeatRequest) -> Result<Locke
         .fetch_all(&mut *conn)
         .await?;
     if blocks.is_empty() {
+        let has_class: bool =
+            sqlx::query_scalar(allocation::HAS_CLASS).bind(r.event).bind(class).fetch_one(&mut *conn).await?;
+        if !has_class {
+            return Ok(Locked::No(cheapest::unknown_class(r.event, class)));
+        }
         return Ok(Locked::No(Decision::Reject(
             ErrorCode::NoAdjacentSeats,
             format!("no row of event {} has {party} adjacent free seats of class {class}", r.event),

@@ -95,6 +95,9 @@ struct Group {
     locked: Vec<SeatInfo>,
     /// Short, with free seats held by in-flight transactions.
     contended: bool,
+    /// The event has seats of the class (known only for a short group; true
+    /// otherwise).
+    has_class: bool,
 }
 
 /// Allocate seats for these requests inside the caller's transaction (or
@@ -123,6 +126,7 @@ pub async fn allocate(
             per_customer: None,
             locked: Vec::new(),
             contended: false,
+            has_class: true,
         })
         .collect();
 
@@ -153,12 +157,13 @@ pub async fn allocate(
         .collect();
     if !short.is_empty() {
         let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
-        let free: Vec<(i64, i64)> =
+        let free: Vec<(i64, i64, bool)> =
             bind_groups(sqlx::query_as(allocation::COUNT_FREE), subset.iter().copied()).fetch_all(&mut *conn).await?;
-        for (k, free) in free {
+        for (k, free, has_class) in free {
             let g = usize::try_from(k - 1).ok().and_then(|k| short.get(k)).copied();
             let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(k))?;
             group.contended = free > group.locked.len() as i64;
+            group.has_class = has_class;
         }
     }
 
@@ -196,6 +201,9 @@ pub async fn allocate(
                 continue;
             } else if w.request.partial && !left.is_empty() {
                 left.len()
+            } else if !group.has_class {
+                decisions[i] = Some(unknown_class(group.event, group.class));
+                continue;
             } else {
                 decisions[i] = Some(Decision::Reject(
                     ErrorCode::SoldOut,
@@ -281,6 +289,11 @@ async fn customer_seats<'w>(
                 .ok_or_else(|| ProcessError::Internal(format!("no customer pair {k}")))
         })
         .collect()
+}
+
+/// An `unknown_class` refusal.
+pub(crate) fn unknown_class(event: i64, class: i16) -> Decision {
+    Decision::Reject(ErrorCode::UnknownClass, format!("event {event} has no seats of class {class}"))
 }
 
 /// The message of a `not_on_sale` or `sales_closed` refusal.

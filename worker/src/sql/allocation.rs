@@ -112,15 +112,22 @@ pub const PICK_CHEAPEST: &str = lock_cheapest!("");
 
 /// For each group (as in [`LOCK_CHEAPEST`]), how many of its seats are free by
 /// committed state, counted up to the group's need. More free than locked
-/// means other transactions hold some: contention, not a sell-out.
+/// means other transactions hold some: contention, not a sell-out. With none
+/// free, whether the event has the class at all (`seatq.has_class`): a
+/// class it does not have is `unknown_class`, not `sold_out`.
 pub const COUNT_FREE: &str = "
-SELECT g.ord AS grp,
-       (SELECT count(*) FROM (
-            SELECT 1 FROM seatq.seats
-            WHERE event_id = g.event_id AND class = g.class
-              AND seatq.is_free(state, held_until)
-            LIMIT g.need) f) AS free
-FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)";
+SELECT g.ord AS grp, f.free, f.free > 0 OR seatq.has_class(g.event_id, g.class) AS has_class
+FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS free FROM (
+        SELECT 1 FROM seatq.seats
+        WHERE event_id = g.event_id AND class = g.class
+          AND seatq.is_free(state, held_until)
+        LIMIT g.need) f
+) f";
+
+/// Whether event $1 has any seat of class $2 (`seatq.has_class`).
+pub const HAS_CLASS: &str = "SELECT seatq.has_class($1, $2)";
 
 /// Lock the seats a customer named, failing at once (55P03) if another
 /// transaction holds any of them. Returns whether each is free.

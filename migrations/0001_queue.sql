@@ -189,3 +189,13 @@ CREATE TABLE seatq.workers (
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     settings     jsonb NOT NULL DEFAULT '{}'::jsonb
 );
+
+-- The advisory-lock key of the worker process on host p_host with pid
+-- p_pid: its life lock, which the process holds on a connection of its own
+-- for as long as it runs, and which another worker waits for so as to take
+-- over its requests the moment it dies (worker/src/rescue.rs). A bigint
+-- key, like seatq.customer_lock's, from text of another shape.
+CREATE FUNCTION seatq.worker_lock(p_host text, p_pid int) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT hashtextextended('seatq-worker:' || p_host || ':' || p_pid, 0)
+$$;

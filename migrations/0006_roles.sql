@@ -158,6 +158,7 @@ GRANT EXECUTE ON FUNCTION
     seatq.sales_end(timestamptz, timestamptz),
     seatq.customer_lock(bigint, text),
     seatq.has_class(bigint, smallint),
+    seatq.worker_lock(text, int),
     seatq.lock_cheapest_spread(bigint, smallint, int),
     seatq.check_invariants(boolean),
     seatq.prune_finished(float8, bigint),

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
-use seatq::{NewRequest, Request, SeatRequest, Status};
+use seatq::{Request, Status};
 
 async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
     sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(&db.pool).await.unwrap()
@@ -117,17 +117,7 @@ async fn random_sigkills_under_load_lose_nothing() {
         events.push(db.client.add_event(&format!("E{n}"), SEATS, 6).await.unwrap());
     }
     let mut rng = fastrand::Rng::with_seed(11);
-    let batch: Vec<NewRequest> = (0..REQUESTS)
-        .map(|n| {
-            let event = events[rng.usize(..events.len())];
-            let mut r = SeatRequest::new(event, [1, 2, 3, 3][rng.usize(..4)], rng.u32(1..=4), format!("c{n}"));
-            r.together = rng.u8(..10) == 0;
-            if rng.u8(..10) == 0 {
-                r = SeatRequest::named(event, vec![rng.i32(1..=SEATS)], format!("c{n}"));
-            }
-            NewRequest::from(if rng.bool() { Request::Hold(r) } else { Request::Book(r) })
-        })
-        .collect();
+    let batch = common::mixed_requests(&mut rng, &events, SEATS, 0, REQUESTS);
     let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
     let mut workers: Vec<WorkerProcess> =
         (0..WORKERS).map(|n| WorkerProcess::start(&db, &format!("w{n}"), &args, &[])).collect();
@@ -156,23 +146,8 @@ async fn random_sigkills_under_load_lose_nothing() {
     println!("{REQUESTS} requests finished in {:.1}s under {kills} SIGKILLs", elapsed.as_secs_f64());
     assert!(kills >= 3, "too few kills to mean anything: {kills}");
 
-    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
-    for (id, new) in ids.iter().zip(&batch) {
-        let r = db.client.status(*id).await.unwrap();
-        *outcomes.entry(code(&r).to_string()).or_default() += 1;
-        assert!(
-            ["succeeded", "sold_out", "seats_taken", "no_adjacent_seats"].contains(&code(&r)),
-            "no request dies of a worker crash: {r:?}"
-        );
-        let (Request::Hold(want) | Request::Book(want)) = &new.request else { unreachable!() };
-        if let Some(b) = r.booking() {
-            assert_eq!(b.seats.len() as u32, want.party_size(), "whole parties only: {r:?}");
-        }
-    }
+    let outcomes = common::assert_recovered(&db.client, &ids, &batch, &events).await;
     println!("outcomes: {outcomes:?}");
-    for event in events {
-        assert_eq!(db.seats_taken(event).await, db.seats_granted(event).await, "seats taken = seats granted");
-    }
     db.assert_invariants_and_close().await;
 }
 

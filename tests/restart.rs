@@ -32,6 +32,21 @@ where
     }
 }
 
+/// A producer enqueueing `batch` in chunks of 50, `pause` apart, each
+/// retried through outages (safe: every request has an idempotency key);
+/// their ids, in order.
+fn produce(client: &Client, batch: Vec<NewRequest>, pause: Duration) -> tokio::task::JoinHandle<Vec<i64>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let mut ids = Vec::new();
+        for chunk in batch.chunks(50) {
+            ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
+            tokio::time::sleep(pause).await;
+        }
+        ids
+    })
+}
+
 /// How many of `ids` are still queued, asked through outages.
 async fn unfinished(client: &Client, ids: &[i64]) -> i64 {
     through_outages("count", || async {
@@ -76,17 +91,7 @@ async fn a_database_restart_under_load_loses_nothing() {
         .collect();
 
     // The producer enqueues in chunks while the server restarts twice under it.
-    let producer = {
-        let (client, batch) = (client.clone(), batch.clone());
-        tokio::spawn(async move {
-            let mut ids = Vec::new();
-            for chunk in batch.chunks(50) {
-                ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            ids
-        })
-    };
+    let producer = produce(&client, batch.clone(), Duration::from_millis(20));
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let cluster = cluster.clone();
@@ -198,17 +203,7 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
     let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
     let start = |name: String| WorkerProcess::start_on(&url, &log, &name, &args, &[]);
     let mut workers: Vec<WorkerProcess> = (0..3).map(|n| start(format!("w{n}"))).collect();
-    let producer = {
-        let (client, more) = (client.clone(), more.clone());
-        tokio::spawn(async move {
-            let mut ids = Vec::new();
-            for chunk in more.chunks(50) {
-                ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            ids
-        })
-    };
+    let producer = produce(&client, more.clone(), Duration::from_millis(10));
 
     let started = Instant::now();
     let (mut kills, mut restarts, mut round) = (0, 0, 0);

@@ -40,6 +40,11 @@ async fn login(db: &TestDb, suffix: &str, group: &str) -> Login {
     login_with(db, suffix, group, None).await
 }
 
+/// Two producer logins, each a shop of its own.
+async fn two_shops(db: &TestDb) -> (Login, Login) {
+    (login(db, "shop_a", "seatq_producer").await, login(db, "shop_b", "seatq_producer").await)
+}
+
 /// Drop logins (then any other roles of the test's, by name).
 async fn drop_roles(db: &TestDb, logins: Vec<Login>, others: &[&str]) {
     let mut names = Vec::new();
@@ -53,13 +58,16 @@ async fn drop_roles(db: &TestDb, logins: Vec<Login>, others: &[&str]) {
     }
 }
 
-fn denied<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, what: &str) {
-    let err = result.expect_err(what);
-    assert_eq!(
-        seatq::sqlstate::code(&err).as_deref(),
-        Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE),
-        "{what}: expected permission denied, got {err}"
-    );
+/// Each statement (sql, what it tries) is refused: permission denied.
+async fn all_denied(pool: &PgPool, statements: &[(&'static str, &str)]) {
+    for (sql, what) in statements {
+        let err = sqlx::query(sqlx::AssertSqlSafe(*sql)).execute(pool).await.expect_err(what);
+        assert_eq!(
+            seatq::sqlstate::code(&err).as_deref(),
+            Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE),
+            "{what}: expected permission denied, got {err}"
+        );
+    }
 }
 
 async fn count(pool: &PgPool, sql: &'static str) -> i64 {
@@ -117,38 +125,31 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
     assert_eq!(bookings, [("bob".to_string(), 1), ("cat".to_string(), 1), ("dan".to_string(), 2)]);
 
     // And it can touch nothing else.
-    denied(
-        sqlx::query("UPDATE seatq.seats SET state = 'available', booking_id = NULL, held_until = NULL")
-            .execute(pool)
-            .await,
-        "update seats",
-    );
-    denied(sqlx::query("SELECT 1 FROM seatq.seats").execute(pool).await, "read seats");
-    denied(sqlx::query("UPDATE seatq.bookings SET customer = 'mallory'").execute(pool).await, "update bookings");
-    denied(
-        sqlx::query("UPDATE seatq.requests SET status = 'failed', error_code = 'x' WHERE id = $1")
-            .bind(mine)
-            .execute(pool)
-            .await,
-        "change a request's outcome",
-    );
-    denied(sqlx::query("DELETE FROM seatq.requests").execute(pool).await, "delete requests");
-    denied(
-        sqlx::query(
-            "INSERT INTO seatq.requests (kind, payload, status, result) VALUES ('book', '{}', 'succeeded', '{}')",
-        )
-        .execute(pool)
-        .await,
-        "insert a request with a made-up outcome",
-    );
-    denied(
-        sqlx::query("INSERT INTO seatq.requests (kind, payload, producer) VALUES ('book', '{}', 'someone_else')")
-            .execute(pool)
-            .await,
-        "insert a request as another producer",
-    );
-    denied(sqlx::query("INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, request_id, producer) VALUES (1, 'x', 'booked', '{1}', 0, 1, 'x')").execute(pool).await, "insert bookings");
-    denied(sqlx::query("SELECT * FROM seatq.check_invariants()").execute(pool).await, "read every booking");
+    all_denied(
+        pool,
+        &[
+            ("UPDATE seatq.seats SET state = 'available', booking_id = NULL, held_until = NULL", "update seats"),
+            ("SELECT 1 FROM seatq.seats", "read seats"),
+            ("UPDATE seatq.bookings SET customer = 'mallory'", "update bookings"),
+            ("UPDATE seatq.requests SET status = 'failed', error_code = 'x'", "change a request's outcome"),
+            ("DELETE FROM seatq.requests", "delete requests"),
+            (
+                "INSERT INTO seatq.requests (kind, payload, status, result) VALUES ('book', '{}', 'succeeded', '{}')",
+                "insert a request with a made-up outcome",
+            ),
+            (
+                "INSERT INTO seatq.requests (kind, payload, producer) VALUES ('book', '{}', 'someone_else')",
+                "insert a request as another producer",
+            ),
+            (
+                "INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, request_id, producer)
+                 VALUES (1, 'x', 'booked', '{1}', 0, 1, 'x')",
+                "insert bookings",
+            ),
+            ("SELECT * FROM seatq.check_invariants()", "read every booking"),
+        ],
+    )
+    .await;
 
     drop_roles(&db, vec![shop], &[]).await;
     // What it enqueued is processed normally by a worker.
@@ -160,7 +161,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
 #[tokio::test]
 async fn producers_see_only_their_own_requests_and_bookings() {
     let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = (login(&db, "shop_a", "seatq_producer").await, login(&db, "shop_b", "seatq_producer").await);
+    let (a, b) = two_shops(&db).await;
     let admin = login(&db, "ops", "seatq_admin").await;
     let a_ids = a.client.enqueue_many(&common::bookings(ev, 3, 1, 3)).await.unwrap();
     let b_id = b.client.enqueue(Request::Hold(hold(ev, 2, 2, "bea"))).await.unwrap();
@@ -204,7 +205,7 @@ async fn producers_see_only_their_own_requests_and_bookings() {
 #[tokio::test]
 async fn another_producers_booking_is_not_found_and_left_alone() {
     let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = (login(&db, "shop_a", "seatq_producer").await, login(&db, "shop_b", "seatq_producer").await);
+    let (a, b) = two_shops(&db).await;
     let held = finished(&db, a.client.enqueue(Request::Hold(hold(ev, 2, 2, "ann"))).await.unwrap()).await;
     let booking = booking_of(&held);
     let missing = booking + 1000;
@@ -252,7 +253,7 @@ async fn another_producers_booking_is_not_found_and_left_alone() {
 #[tokio::test]
 async fn idempotency_keys_are_per_producer() {
     let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = (login(&db, "shop_a", "seatq_producer").await, login(&db, "shop_b", "seatq_producer").await);
+    let (a, b) = two_shops(&db).await;
     let keyed = |customer: &str| NewRequest {
         idempotency_key: Some("order-1".into()),
         ..NewRequest::from(Request::Book(hold(ev, 3, 1, customer)))
@@ -352,11 +353,17 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory_or_delete_re
     assert_eq!(row.get::<i64, _>("n"), 0);
 
     let pool = &worker.pool;
-    denied(sqlx::query("DELETE FROM seatq.seats").execute(pool).await, "delete seats");
-    denied(sqlx::query("INSERT INTO seatq.events (name) VALUES ('x')").execute(pool).await, "create events");
-    denied(sqlx::query("DELETE FROM seatq.bookings").execute(pool).await, "delete bookings");
-    denied(sqlx::query("UPDATE seatq.events SET name = 'x'").execute(pool).await, "rename events");
-    denied(sqlx::query("DELETE FROM seatq.requests WHERE status = 'queued'").execute(pool).await, "delete requests");
+    all_denied(
+        pool,
+        &[
+            ("DELETE FROM seatq.seats", "delete seats"),
+            ("INSERT INTO seatq.events (name) VALUES ('x')", "create events"),
+            ("DELETE FROM seatq.bookings", "delete bookings"),
+            ("UPDATE seatq.events SET name = 'x'", "rename events"),
+            ("DELETE FROM seatq.requests WHERE status = 'queued'", "delete requests"),
+        ],
+    )
+    .await;
 
     // Retention is the one way it deletes: finished requests past the age
     // given, never queued or dead ones, nor recent ones.
@@ -453,7 +460,7 @@ async fn a_forged_completion_notification_is_only_a_hint() {
     // `seatq_done` with another's request id must not end that request's
     // wait; the waiter re-reads the row and waits on while it is queued.
     let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = (login(&db, "shop_a", "seatq_producer").await, login(&db, "shop_b", "seatq_producer").await);
+    let (a, b) = two_shops(&db).await;
     let id = a.client.enqueue(Request::Book(hold(ev, 3, 2, "ann"))).await.unwrap();
     let waiting = {
         let client = a.client.clone();

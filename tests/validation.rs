@@ -186,6 +186,12 @@ async fn a_bulk_file_reports_bad_lines_and_never_enqueues_half_a_line() {
     assert!(parsed.bad[2].reason.contains("extra"), "{:?}", parsed.bad[2]);
 }
 
+/// A bulk file's bad lines, each as `line: code: reason`, and how many are good.
+fn bulk_refusals(file: &str) -> (Vec<String>, usize) {
+    let parsed = seatq::bulk::parse(file.as_bytes()).unwrap();
+    (parsed.bad.iter().map(|b| format!("{}: {}: {}", b.line, b.code, b.reason)).collect(), parsed.good.len())
+}
+
 fn sqlstate(e: sqlx::Error) -> String {
     seatq::sqlstate::code(&e).map(|c| c.into_owned()).unwrap_or_else(|| format!("not SQL: {e}"))
 }
@@ -238,14 +244,12 @@ async fn a_string_with_u0000_is_refused_by_every_path() {
         r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "a"}, "idempotency_key": "\u0000"}"#,
     ]
     .join("\n");
-    let parsed = seatq::bulk::parse(file.as_bytes()).unwrap();
-    let bad: Vec<(usize, &str, &str)> =
-        parsed.bad.iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
+    let (bad, _) = bulk_refusals(&file);
     assert_eq!(
         bad,
         [
-            (1, "invalid_request", "customer: must not contain U+0000 (NUL)"),
-            (2, "invalid_request", "idempotency_key: must not contain U+0000 (NUL)")
+            "1: invalid_request: customer: must not contain U+0000 (NUL)",
+            "2: invalid_request: idempotency_key: must not contain U+0000 (NUL)"
         ]
     );
     db.close().await;
@@ -389,7 +393,7 @@ async fn messages_quote_a_bounded_prefix_of_the_input_and_name_what_is_wrong() {
                 "unknown request kind \"{k64}\"… (100000 characters): expected hold, book, confirm, cancel or extend"
             ),
         ),
-        ("book", with_field(&long), "unknown_field", expected_field(&format!("\"{k64}\"… (5000 characters)"))),
+        ("book", with_field(long), "unknown_field", expected_field(&format!("\"{k64}\"… (5000 characters)"))),
         ("book", with_field(""), "unknown_field", expected_field("\"\"")),
         ("book", with_field("a b\"\\\u{202e}\u{7}"), "unknown_field", expected_field(r#""a b\"\\\u202e\u0007""#)),
         ("book", seat(json!([3, 1.5])), "wrong_type", "seats[1]: 1.5 is not an integer".into()),
@@ -556,9 +560,7 @@ async fn run_at_must_be_finite_and_within_a_year() {
         payload,
         (chrono::Utc::now() + chrono::Duration::days(400)).to_rfc3339()
     );
-    let parsed = seatq::bulk::parse(line.as_bytes()).unwrap();
-    let bad: Vec<(&str, &str)> = parsed.bad.iter().map(|b| (b.code.as_str(), b.reason.as_str())).collect();
-    assert_eq!(bad, [("run_at_out_of_range", horizon)]);
+    assert_eq!(bulk_refusals(&line).0, [format!("1: run_at_out_of_range: {horizon}")]);
     assert_eq!(db.client.status(later).await.unwrap().status, Status::Queued, "364 days ahead waits");
     db.close().await;
 }
@@ -572,14 +574,9 @@ async fn json_text_naming_a_field_twice_is_refused_by_the_client() {
         r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "c"}}"#,
     ]
     .join("\n");
-    let parsed = seatq::bulk::parse(file.as_bytes()).unwrap();
-    let bad: Vec<(usize, &str, &str)> =
-        parsed.bad.iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
-    assert_eq!(
-        bad,
-        [(1, "duplicate_field", "payload.party: named twice"), (2, "duplicate_field", "kind: named twice")]
-    );
-    assert_eq!(parsed.good.len(), 1);
+    let (bad, good) = bulk_refusals(&file);
+    assert_eq!(bad, ["1: duplicate_field: payload.party: named twice", "2: duplicate_field: kind: named twice"]);
+    assert_eq!(good, 1);
     let venue = r#"{"name": "V", "seats": [{"section": "A", "row": 1, "seat": 1, "pos": 1, "class": 1, "price": 10, "class": 2}]}"#;
     let parsed = seatq::venue::parse_json(venue.as_bytes()).unwrap();
     let bad: Vec<(&str, &str)> = parsed.bad.iter().map(|b| (b.code.as_str(), b.reason.as_str())).collect();

@@ -336,15 +336,21 @@ pub fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
     if key.contains('\0') {
         return Err(fail(ErrorCode::InvalidRequest, "idempotency_key: must not contain U+0000 (NUL)"));
     }
-    if let Some(c) = control_character(key) {
-        return Err(fail(ErrorCode::InvalidRequest, format!("idempotency_key: {}", control_refusal(&c))));
-    }
-    let chars = key.chars().count();
-    if chars > MAX_IDEMPOTENCY_KEY_CHARS {
+    check_text("idempotency_key", key, MAX_IDEMPOTENCY_KEY_CHARS, ErrorCode::IdempotencyKeyTooLong)
+}
+
+/// Text a request names (a customer, a key): no control or bidirectional
+/// formatting character, at most `max` characters (else `too_long`).
+fn check_text(field: &str, text: &str, max: usize, too_long: ErrorCode) -> Result<(), RequestError> {
+    if let Some(c) = control_character(text) {
         return Err(fail(
-            ErrorCode::IdempotencyKeyTooLong,
-            format!("idempotency_key: {chars} characters; at most {MAX_IDEMPOTENCY_KEY_CHARS}"),
+            ErrorCode::InvalidRequest,
+            format!("{field}: must not contain a control or bidirectional formatting character ({c})"),
         ));
+    }
+    let chars = text.chars().count();
+    if chars > max {
+        return Err(fail(too_long, format!("{field}: {chars} characters; at most {max}")));
     }
     Ok(())
 }
@@ -372,11 +378,6 @@ pub fn check_new(
     idempotency_key.map_or(Ok(()), check_idempotency_key)?;
     check(kind, payload)?;
     check_run_at(run_at)
-}
-
-/// The end of the message refusing control character `c` (`U+XXXX`).
-fn control_refusal(c: &str) -> String {
-    format!("must not contain a control or bidirectional formatting character ({c})")
 }
 
 fn check_type(field: &str, v: &Value) -> Result<(), RequestError> {
@@ -475,17 +476,7 @@ fn check_customer(map: &Map<String, Value>) -> Result<(), RequestError> {
     if customer.trim_matches([' ', '\t', '\n', '\r']).is_empty() {
         return Err(fail(ErrorCode::InvalidRequest, "customer: must not be empty"));
     }
-    if let Some(c) = control_character(customer) {
-        return Err(fail(ErrorCode::InvalidRequest, format!("customer: {}", control_refusal(&c))));
-    }
-    let chars = customer.chars().count();
-    if chars > MAX_CUSTOMER_CHARS {
-        return Err(fail(
-            ErrorCode::InvalidRequest,
-            format!("customer: {chars} characters; at most {MAX_CUSTOMER_CHARS}"),
-        ));
-    }
-    Ok(())
+    check_text("customer", customer, MAX_CUSTOMER_CHARS, ErrorCode::InvalidRequest)
 }
 
 #[cfg(test)]

@@ -72,7 +72,8 @@ ALTER TABLE seatq.requests SET (
 );
 
 -- Enqueue one request; with an idempotency key this producer (current_user)
--- already used, return the first request's id instead of inserting a second one, provided the kind and
+-- already used, return the first request's id instead of inserting a second
+-- one, provided the kind and
 -- payload are the first request's too (compared as jsonb: key order and
 -- spacing do not matter). A key reused for another kind or payload is a
 -- mistake that would otherwise pass silently, so it is refused with seatq's

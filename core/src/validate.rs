@@ -41,11 +41,10 @@
 
 use std::borrow::Cow;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Number, Value};
 
 use crate::error::RequestError;
-use chrono::{DateTime, Utc};
-
 use crate::limits::{
     MAX_CUSTOMER_CHARS, MAX_HOLD_SECONDS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PARTY, MAX_PAYLOAD_BYTES, MAX_QUOTED_CHARS,
     MAX_RUN_AT_DAYS,

@@ -149,23 +149,33 @@ pub async fn admin() -> Result<PgConnection, sqlx::Error> {
     seatq::db::admin(&seatq::db::options(&server_url()).expect("test server URL")).await
 }
 
-/// Drop test databases left by test processes that are gone (a failed test
-/// does not reach `close`).
+/// Drop test databases, then the roles tests made for them (named after
+/// them), left by test processes that are gone (a failed test does not
+/// reach `close`, nor drop its roles).
 async fn drop_stale() {
     let Ok(mut conn) = admin().await else {
         return;
+    };
+    let gone = |name: &str| {
+        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        !pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
     };
     let names: Vec<String> =
         sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'seatq\\_test\\_%'")
             .fetch_all(&mut conn)
             .await
             .unwrap_or_default();
-    for name in names {
-        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
-        if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
-            continue;
-        }
-        let _ = seatq::db::drop_database(&mut conn, &name).await;
+    for name in names.iter().filter(|n| gone(n)) {
+        let _ = seatq::db::drop_database(&mut conn, name).await;
+    }
+    let roles: Vec<String> = sqlx::query_scalar("SELECT rolname FROM pg_roles WHERE rolname LIKE 'seatq\\_test\\_%'")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+    for role in roles.iter().filter(|r| gone(r)) {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE \"{}\"", role.replace('"', "\"\""))))
+            .execute(&mut conn)
+            .await;
     }
     let _ = conn.close().await;
 }

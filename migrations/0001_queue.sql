@@ -21,9 +21,17 @@ CREATE TABLE seatq.requests (
     -- an unknown kind is accepted and then failed with a clear error.
     kind               text NOT NULL,
     payload            jsonb NOT NULL DEFAULT '{}'::jsonb,
-    -- A second enqueue with the same key returns the first request (unique
-    -- through the partial index requests_idempotency_key).
+    -- A second enqueue by the same producer with the same key returns the
+    -- first request (unique per producer through the partial index
+    -- requests_idempotency_key); another producer's key is another key.
     idempotency_key    text,
+    -- The role that inserted the request, set by the database: the role the
+    -- session runs as (current_user: the login, or the shop's role it took
+    -- with SET ROLE). Producers may not write it (their INSERT grant leaves
+    -- it out, 0006_roles.sql), so it cannot be forged; row-level security
+    -- lets a producer see only its own requests, and the bookings they made
+    -- carry it on (seatq.bookings.producer).
+    producer           text NOT NULL DEFAULT current_user,
     priority           smallint NOT NULL DEFAULT 0,
     status             seatq.request_status NOT NULL DEFAULT 'queued',
     -- Processing attempts that ended in an unexpected error.
@@ -57,8 +65,10 @@ CREATE INDEX requests_ready ON seatq.requests (priority DESC, run_at, id) WHERE 
 -- Retention: finished requests by age, pruned in small batches.
 CREATE INDEX requests_finished ON seatq.requests (finished_at) WHERE status <> 'queued';
 -- Requests without an idempotency key (most of them) need no entry in the
--- key's index, on insert or on the update that records their outcome.
-CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (idempotency_key)
+-- key's index, on insert or on the update that records their outcome. Keys
+-- are scoped per producer: two shops may use the same key for their own
+-- requests, and neither learns of the other's.
+CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (producer, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 -- A batch's requests (`seatq batch status`, `seatq batch results`); requests
 -- outside a batch have no entry.
@@ -73,13 +83,16 @@ ALTER TABLE seatq.requests SET (
     autovacuum_analyze_scale_factor = 0.02
 );
 
--- Enqueue one request; with an idempotency key already used, return the
--- first request's id instead of inserting a second one, provided the kind and
+-- Enqueue one request; with an idempotency key this producer (current_user)
+-- already used, return the first request's id instead of inserting a second
+-- one, provided the kind and
 -- payload are the first request's too (compared as jsonb: key order and
 -- spacing do not matter). A key reused for another kind or payload is a
 -- mistake that would otherwise pass silently, so it is refused with seatq's
 -- own SQLSTATE SQ001, its message starting with the code
--- `idempotency_conflict` (core/src/sqlstate.rs), and nothing is inserted. A
+-- `idempotency_conflict` (core/src/sqlstate.rs), and nothing is inserted. (A
+-- request failed as payload_too_large keeps '{}' for its payload,
+-- 0002_validation.sql: any payload over the limit is its payload again.) A
 -- NULL run_at means now. p_batch, p_batch_ref and p_batch_line tag a request of
 -- a batch (on the first enqueue only: a repeat returns the first request as it
 -- is). The priority is an
@@ -116,6 +129,7 @@ DECLARE
     v_id bigint;
     v_kind text;
     v_payload jsonb;
+    v_code text;
 BEGIN
     IF p_priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION 'priority must be between -32768 and 32767'
@@ -123,20 +137,49 @@ BEGIN
     END IF;
     INSERT INTO seatq.requests (kind, payload, idempotency_key, priority, run_at, batch, batch_ref, batch_line)
     VALUES (p_kind, p_payload, p_idempotency_key, p_priority, coalesce(p_run_at, now()), p_batch, p_batch_ref, p_batch_line)
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    ON CONFLICT (producer, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
-        SELECT id, kind, payload INTO v_id, v_kind, v_payload
-        FROM seatq.requests WHERE idempotency_key = p_idempotency_key;
-        IF v_kind IS DISTINCT FROM p_kind OR v_payload IS DISTINCT FROM p_payload THEN
-            RAISE EXCEPTION 'idempotency_conflict: idempotency key "%" was first used by request % with another kind or payload',
-                p_idempotency_key, v_id
+        SELECT id, kind, payload, error_code INTO v_id, v_kind, v_payload, v_code
+        FROM seatq.requests WHERE producer = current_user AND idempotency_key = p_idempotency_key;
+        IF v_kind IS DISTINCT FROM p_kind
+           OR (v_payload IS DISTINCT FROM p_payload
+               AND NOT (v_code IS NOT DISTINCT FROM 'payload_too_large'
+                        AND (seatq.request_error(p_kind, p_payload)).code = 'payload_too_large')) THEN
+            RAISE EXCEPTION 'idempotency_conflict: idempotency key % was first used by request % with another kind or payload',
+                seatq.quoted(p_idempotency_key), v_id
                 USING ERRCODE = 'SQ001',
                       HINT = 'Use a new key for a new request; the same key with the same kind and payload returns the first request.';
         END IF;
     END IF;
     RETURN v_id;
 END
+$$;
+
+-- Retention: delete up to p_limit succeeded or failed requests that finished
+-- more than p_older_than_secs seconds ago, oldest first, skipping rows
+-- locked; returns how many. Queued requests are never touched, and dead ones
+-- are kept (an operator may still retry them). The worker prunes in the
+-- background with it (worker/src/retention.rs), `seatq prune` on demand.
+--
+-- SECURITY DEFINER (it runs as the role that applied the migrations, with a
+-- fixed search_path): the worker role may execute it but has no DELETE on
+-- the table (0006_roles.sql), so a worker login can delete finished requests
+-- past its retention and nothing else. (`status <> 'queued'` lets the
+-- partial index requests_finished serve it.)
+CREATE FUNCTION seatq.prune_finished(p_older_than_secs float8, p_limit bigint) RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH old AS (
+        SELECT id FROM seatq.requests
+        WHERE status <> 'queued' AND status <> 'dead'
+          AND finished_at < now() - greatest(p_older_than_secs, 0) * interval '1 second'
+        ORDER BY finished_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ), deleted AS (
+        DELETE FROM seatq.requests r USING old WHERE r.id = old.id RETURNING 1
+    )
+    SELECT count(*) FROM deleted
 $$;
 
 -- Wake idle workers. One notification per statement, not per row; it is only
@@ -164,3 +207,13 @@ CREATE TABLE seatq.workers (
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     settings     jsonb NOT NULL DEFAULT '{}'::jsonb
 );
+
+-- The advisory-lock key of the worker process on host p_host with pid
+-- p_pid: its life lock, which the process holds on a connection of its own
+-- for as long as it runs, and which another worker waits for so as to take
+-- over its requests the moment it dies (worker/src/rescue.rs). A bigint
+-- key, like seatq.customer_lock's, from text of another shape.
+CREATE FUNCTION seatq.worker_lock(p_host text, p_pid int) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT hashtextextended('seatq-worker:' || p_host || ':' || p_pid, 0)
+$$;

@@ -22,10 +22,86 @@ LANGUAGE sql IMMUTABLE AS $$
        AND v::numeric BETWEEN -9223372036854775808 AND 9223372036854775807
 $$;
 
--- How a JSON value is named in messages: its type, or a number's text.
+-- ----------------------------------------------------- quoting input
+--
+-- A message quotes at most 64 characters of an offending input
+-- (limits::MAX_QUOTED_CHARS), then says how long it was, so a huge kind,
+-- field name or number never comes back whole; and it escapes control and
+-- bidirectional formatting characters, so a hostile one cannot rearrange
+-- what a reader sees. The same as core/src/validate.rs, character for
+-- character.
+
+-- The first control or bidirectional formatting character of p, as
+-- 'U+XXXX'; NULL when there is none. The set (validate::is_control): C0,
+-- DEL and C1, and the marks, embeddings, overrides and isolates that
+-- reorder text. (E'' strings: the regular expression gets its backslashes
+-- whatever standard_conforming_strings says.)
+CREATE FUNCTION seatq.control_character(p text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'U+' || upper(lpad(to_hex(ascii(substring(p FROM
+        E'[\\x01-\\x1f\\x7f-\\x9f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]'))), 4, '0'))
+$$;
+
+-- What follows an input cut to 64 characters: how long it was ('' when it
+-- was not cut).
+CREATE FUNCTION seatq.cut(p text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN char_length(p) > 64 THEN format('… (%s characters)', char_length(p)) ELSE '' END
+$$;
+
+-- p as a message shows text that needs no escaping (a number): its first
+-- 64 characters, then how long it was.
+CREATE FUNCTION seatq.bounded(p text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT left(p, 64) || seatq.cut(p)
+$$;
+
+-- p quoted as a message shows it (validate::quoted): in double quotes, its
+-- first 64 characters with " and \ escaped by a backslash and control and
+-- bidirectional formatting characters as \uXXXX, then how long it was.
+-- Only ever called for a message, so a loop is fine.
+CREATE FUNCTION seatq.quoted(p text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    c text;
+    shown text := '';
+BEGIN
+    FOREACH c IN ARRAY regexp_split_to_array(left(p, 64), '') LOOP
+        shown := shown || CASE
+            WHEN c IN ('"', E'\\') THEN E'\\' || c
+            WHEN seatq.control_character(c) IS NOT NULL THEN E'\\u' || lpad(to_hex(ascii(c)), 4, '0')
+            ELSE c END;
+    END LOOP;
+    RETURN '"' || shown || '"' || seatq.cut(p);
+END
+$$;
+
+-- A field name as a message shows it (validate::field_name): bare when it
+-- is 1 to 64 ASCII letters, digits and underscores, else quoted (an empty
+-- name as "").
+CREATE FUNCTION seatq.field_name(p text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p ~ '^[A-Za-z0-9_]{1,64}$' THEN p ELSE seatq.quoted(p) END
+$$;
+
+-- How a JSON value is named in messages: its type, or a number's text
+-- (bounded).
 CREATE FUNCTION seatq.describe_json(v jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE jsonb_typeof(v) WHEN 'number' THEN v::text ELSE jsonb_typeof(v) END
+    SELECT CASE jsonb_typeof(v) WHEN 'number' THEN seatq.bounded(v::text) ELSE jsonb_typeof(v) END
+$$;
+
+-- How an array element is named in messages: a number or a string by its
+-- value (bounded; a string quoted), anything else by what it is.
+CREATE FUNCTION seatq.describe_element(v jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE jsonb_typeof(v)
+        WHEN 'number' THEN seatq.bounded(v::text)
+        WHEN 'string' THEN seatq.quoted(v #>> '{}')
+        WHEN 'boolean' THEN v::text
+        WHEN 'null' THEN 'null'
+        WHEN 'array' THEN 'an array'
+        ELSE 'an object' END
 $$;
 
 -- The message for number field p_field when its value p_value is outside
@@ -53,6 +129,7 @@ DECLARE
     num numeric;
     customer text;
     i int;
+    bad jsonb;
 BEGIN
     allowed := CASE p_kind
         WHEN 'hold' THEN ARRAY['event', 'class', 'party', 'customer', 'hold_seconds', 'seats', 'partial', 'together']
@@ -63,7 +140,7 @@ BEGIN
     END;
     IF allowed IS NULL THEN
         code := 'unknown_kind';
-        message := format('unknown request kind "%s": expected hold, book, confirm, cancel or extend', p_kind);
+        message := format('unknown request kind %s: expected hold, book, confirm, cancel or extend', seatq.quoted(p_kind));
         RETURN;
     END IF;
     IF octet_length(p_payload::text) > 8192 THEN
@@ -79,7 +156,8 @@ BEGIN
     IF p_payload - allowed <> '{}'::jsonb THEN
         SELECT min(k COLLATE "C") INTO f FROM jsonb_object_keys(p_payload) k WHERE k <> ALL (allowed);
         code := 'unknown_field';
-        message := format('%s: unknown field for %s; expected one of %s', f, p_kind, array_to_string(allowed, ', '));
+        message := format('%s: unknown field for %s; expected one of %s', seatq.field_name(f), p_kind,
+                          array_to_string(allowed, ', '));
         RETURN;
     END IF;
     required := CASE WHEN for_booking THEN ARRAY['booking', 'customer'] ELSE ARRAY['event', 'customer'] END;
@@ -100,9 +178,18 @@ BEGIN
             ok := jsonb_typeof(v) = 'boolean';
             want := 'true or false';
         ELSIF f = 'seats' THEN
-            ok := jsonb_typeof(v) = 'array'
-                  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE NOT seatq.is_json_int(e));
+            ok := jsonb_typeof(v) = 'array';
             want := 'an array of integers';
+            IF ok THEN
+                -- The first element that is not an integer, by its place.
+                SELECT n - 1, e INTO i, bad FROM jsonb_array_elements(v) WITH ORDINALITY AS t(e, n)
+                WHERE NOT seatq.is_json_int(e) ORDER BY n LIMIT 1;
+                IF FOUND THEN
+                    code := 'wrong_type';
+                    message := format('seats[%s]: %s is not an integer', i, seatq.describe_element(bad));
+                    RETURN;
+                END IF;
+            END IF;
         ELSE
             ok := seatq.is_json_int(v);
             want := 'an integer';
@@ -170,6 +257,11 @@ BEGIN
         code := 'invalid_request';
         message := 'customer: must not be empty';
         RETURN;
+    ELSIF seatq.control_character(customer) IS NOT NULL THEN
+        code := 'invalid_request';
+        message := format('customer: must not contain a control or bidirectional formatting character (%s)',
+                          seatq.control_character(customer));
+        RETURN;
     ELSIF char_length(customer) > 200 THEN
         code := 'invalid_request';
         message := format('customer: %s characters; at most 200', char_length(customer));
@@ -193,22 +285,80 @@ BEGIN
 END
 $$;
 
+-- What is wrong with an idempotency key (validate::check_idempotency_key):
+-- a control or bidirectional formatting character (invalid_request), or
+-- more than 200 characters (idempotency_key_too_long,
+-- limits::MAX_IDEMPOTENCY_KEY_CHARS: a key is an index entry, and an
+-- entry over about 2.7 kB fails with an index error naming no field);
+-- NULLs when it is fine, or absent.
+CREATE FUNCTION seatq.idempotency_key_error(p_key text, OUT code text, OUT message text)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN k.c IS NOT NULL THEN 'invalid_request'
+                WHEN k.n > 200 THEN 'idempotency_key_too_long' END,
+           CASE WHEN k.c IS NOT NULL
+                THEN format('idempotency_key: must not contain a control or bidirectional formatting character (%s)', k.c)
+                WHEN k.n > 200 THEN format('idempotency_key: %s characters; at most 200', k.n) END
+    FROM (SELECT seatq.control_character(p_key) AS c, char_length(p_key) AS n) k
+$$;
+
+-- The message refusing run_at (code run_at_out_of_range), or NULL: it must
+-- be a finite time (infinity would keep the request queued for ever,
+-- -infinity put it before every other) at most 365 days from now
+-- (limits::MAX_RUN_AT_DAYS). NULL is now. A single expression, inlined.
+CREATE FUNCTION seatq.run_at_error(p_run_at timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN NOT isfinite(p_run_at) THEN format('run_at: must be a finite time, not %s', p_run_at)
+                WHEN p_run_at > now() + interval '365 days' THEN 'run_at: must be at most 365 days from now' END
+$$;
+
 -- A malformed request is failed the moment it is inserted, with the same
 -- code and message a worker would give it; nothing is rejected or lost, and
--- workers never see it.
+-- workers never see it. Its payload is kept unless it is over the size
+-- limit: then the row keeps '{}' (the message says how large it was), so no
+-- row holds a payload over the limit. A `run_at` out of range fails it too
+-- (an infinite one is kept as now, the message saying what it was).
+--
+-- An idempotency key the row cannot keep (too long to index, or holding a
+-- control character) refuses the insert outright, nothing stored, with
+-- seatq's SQLSTATE SQ002 and a message starting with the code
+-- (core/src/sqlstate.rs), as seatq.enqueue refuses a conflicting key.
 CREATE FUNCTION seatq.fail_invalid_request() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     e record;
+    v_code text;
+    v_message text;
 BEGIN
     IF NEW.status = 'queued' THEN
+        IF NEW.idempotency_key IS NOT NULL THEN
+            e := seatq.idempotency_key_error(NEW.idempotency_key);
+            IF e.code IS NOT NULL THEN
+                RAISE EXCEPTION '%: %', e.code, e.message
+                    USING ERRCODE = 'SQ002',
+                          HINT = 'An idempotency key is at most 200 characters, without control characters.';
+            END IF;
+        END IF;
         e := seatq.request_error(NEW.kind, NEW.payload);
-        IF e.code IS NOT NULL THEN
+        v_code := e.code;
+        v_message := e.message;
+        IF v_code IS NULL THEN
+            v_message := seatq.run_at_error(NEW.run_at);
+            v_code := CASE WHEN v_message IS NOT NULL THEN 'run_at_out_of_range' END;
+        END IF;
+        IF v_code IS NOT NULL THEN
             NEW.status := 'failed';
             NEW.result := NULL;
-            NEW.error_code := e.code;
-            NEW.error_message := e.message;
+            NEW.error_code := v_code;
+            NEW.error_message := v_message;
             NEW.finished_at := now();
+            IF v_code = 'payload_too_large' THEN
+                NEW.payload := '{}'::jsonb;
+            END IF;
+            -- No client can read an infinite time (sqlx, for one, fails on
+            -- it); the message keeps what was given.
+            IF NOT isfinite(NEW.run_at) THEN
+                NEW.run_at := now();
+            END IF;
             PERFORM pg_notify('seatq_done', NEW.id::text);
         END IF;
     END IF;

@@ -54,6 +54,11 @@ CREATE TABLE seatq.bookings (
     total_cents bigint NOT NULL,
     held_until  timestamptz,
     request_id  bigint NOT NULL,
+    -- The producer of the request that made it (seatq.requests.producer),
+    -- written by the worker from the request row: only that producer sees
+    -- the booking (row-level security, 0006_roles.sql), and a confirm,
+    -- cancel or extend from another producer finds no such booking.
+    producer    text NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT held_has_expiry CHECK (state <> 'held' OR held_until IS NOT NULL)
@@ -143,6 +148,18 @@ $$;
 CREATE FUNCTION seatq.customer_lock(p_event bigint, p_customer text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtextextended(p_event::text || '/' || p_customer, 0)
+$$;
+
+-- Whether event p_event has any seat of class p_class, whatever its state:
+-- what tells a class sold out (sold_out) from one the event does not have
+-- (unknown_class). Asked only when a party found no free seat of its class.
+-- Seats not booked are found by an index seek (seats_free_by_price); only a
+-- class with every seat booked, or none, reads the event's seats by primary
+-- key, stopping at the first of the class.
+CREATE FUNCTION seatq.has_class(p_event bigint, p_class smallint) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT EXISTS (SELECT 1 FROM seatq.seats s WHERE s.event_id = p_event AND s.class = p_class AND s.state <> 'booked')
+        OR EXISTS (SELECT 1 FROM seatq.seats s WHERE s.event_id = p_event AND s.class = p_class)
 $$;
 
 -- A seat or booking is live when booked, or held and not yet lapsed.

@@ -235,25 +235,28 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
             b"{\"kind\": \"book\", \"payload\": {\"event\": 1, \"class\": 1, \"party\": 1, \"customer\": \"\xff\"}}",
             &book_line(&ev, "b"),
             br#"{"kind": "hold", "payload": {"event": 1, "class": 1, "party": 12, "customer": "c"}}"#,
+            // jsonb would keep the last party; the CLI refuses the line.
+            br#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "d", "party": 2}}"#,
         ],
     );
     let path = file.to_str().unwrap();
 
     // --strict: none.
     let out = seatq_exits(&url, &["enqueue", "--strict", "--file", path], 1).await;
-    assert!(out.stdout.contains("enqueued nothing: 3 bad lines"), "{out:?}");
+    assert!(out.stdout.contains("enqueued nothing: 4 bad lines"), "{out:?}");
     assert_eq!(count_requests(&db).await, 0);
 
     // Otherwise the good ones, each bad line reported as file:line; the
     // batch is named after the file.
     let out = seatq_exits(&url, &["enqueue", "--file", path], 1).await;
     let expected =
-        format!("batch \"{}-mixed\": 2 parties: 2 enqueued, 0 already submitted; 3 bad lines skipped", db.name);
+        format!("batch \"{}-mixed\": 2 parties: 2 enqueued, 0 already submitted; 4 bad lines skipped", db.name);
     assert_eq!(out.stdout.trim(), expected, "{out:?}");
     for expected in [
         format!("{path}:2: invalid_json: "),
         format!("{path}:3: invalid_json: not valid UTF-8"),
         format!("{path}:5: party_out_of_range: party: 12 is out of range 1 to 9"),
+        format!("{path}:6: duplicate_field: payload.party: named twice"),
     ] {
         assert!(out.stderr.contains(&expected), "{expected:?} missing: {out:?}");
     }
@@ -263,7 +266,7 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
     assert_eq!(report["enqueued"].as_array().map(Vec::len), Some(2), "{report}");
     assert_eq!(report["new"], 0, "{report}");
     let lines: Vec<&Value> = report["bad_lines"].as_array().unwrap().iter().map(|b| &b["line"]).collect();
-    assert_eq!(lines, [2, 3, 5], "{report}");
+    assert_eq!(lines, [2, 3, 5, 6], "{report}");
     assert_eq!(count_requests(&db).await, 2, "submitting the file again enqueues nothing");
 
     let good = write_file(&db, "good", &[&book_line(&ev, "c")]);
@@ -532,10 +535,16 @@ async fn a_wait_that_times_out_writes_what_it_knows_and_exits_2() {
 async fn at_schedules_a_request_for_later() {
     let (db, url, ev) = setup(12).await;
     let book = ["book", "--event", &ev, "--class", "1", "--party", "1", "--customer", "ann"];
-    let at = [&book[..], &["--at", "2100-01-31T19:00:00+01:00"]].concat();
+    // A month ahead (at most 365 days are allowed), written at UTC+1.
+    let when = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 30 * 86_400, 0).unwrap();
+    let written = when.with_timezone(&chrono::FixedOffset::east_opt(3600).unwrap()).to_rfc3339();
+    let at = [&book[..], &["--at", &written]].concat();
     let id = seatq_exits(&url, &at, 0).await.stdout.trim().to_string();
     let record = seatq_exits(&url, &json(&["status", &id]), 0).await.json();
-    assert_eq!(record["run_at"], "2100-01-31T18:00:00Z", "{record}");
+    assert_eq!(record["run_at"], when.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "{record}");
+    let too_far = [&book[..], &["--at", "2100-01-31T19:00:00+01:00"]].concat();
+    let out = seatq_exits(&url, &too_far, 1).await;
+    assert_eq!(out.stdout.trim(), "run_at_out_of_range: run_at: must be at most 365 days from now", "{out:?}");
     db.drain().await;
     let record = seatq_exits(&url, &json(&["status", &id]), 0).await.json();
     assert_eq!(record["status"], "queued", "not before its time: {record}");

@@ -32,6 +32,29 @@ where
     }
 }
 
+/// A producer enqueueing `batch` in chunks of 50, `pause` apart, each
+/// retried through outages (safe: every request has an idempotency key);
+/// their ids, in order.
+fn produce(client: &Client, batch: Vec<NewRequest>, pause: Duration) -> tokio::task::JoinHandle<Vec<i64>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let mut ids = Vec::new();
+        for chunk in batch.chunks(50) {
+            ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
+            tokio::time::sleep(pause).await;
+        }
+        ids
+    })
+}
+
+/// How many of `ids` are still queued, asked through outages.
+async fn unfinished(client: &Client, ids: &[i64]) -> i64 {
+    through_outages("count", || async {
+        Ok(sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(client.pool()).await?)
+    })
+    .await
+}
+
 /// A private cluster for the test called `name`: the cluster, the URL of the
 /// database `seatq_{name}` on it, and the log prefix of its worker processes.
 fn private_cluster(name: &str) -> (PrivateCluster, String, String) {
@@ -68,17 +91,7 @@ async fn a_database_restart_under_load_loses_nothing() {
         .collect();
 
     // The producer enqueues in chunks while the server restarts twice under it.
-    let producer = {
-        let (client, batch) = (client.clone(), batch.clone());
-        tokio::spawn(async move {
-            let mut ids = Vec::new();
-            for chunk in batch.chunks(50) {
-                ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            ids
-        })
-    };
+    let producer = produce(&client, batch.clone(), Duration::from_millis(20));
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let cluster = cluster.clone();
@@ -88,15 +101,8 @@ async fn a_database_restart_under_load_loses_nothing() {
     assert_eq!(ids.len(), REQUESTS);
 
     let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let left: i64 = through_outages("count", || async {
-            Ok(sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(&ids).fetch_one(client.pool()).await?)
-        })
-        .await;
-        if left == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{left} requests still queued");
+    while unfinished(&client, &ids).await > 0 {
+        assert!(Instant::now() < deadline, "requests still queued");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for w in workers {
@@ -167,4 +173,91 @@ async fn sigterm_during_an_outage_exits_zero_promptly() {
     waiting.signal("TERM");
     assert_eq!(running.wait_exit(Duration::from_secs(20)), Some(0), "{}", worker_log(&log, "running"));
     assert_eq!(waiting.wait_exit(Duration::from_secs(20)), Some(0), "{}", worker_log(&log, "waiting"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
+    // A backlog of thousands of requests queued before any worker runs, more
+    // enqueued meanwhile; workers SIGKILLed and started again every few
+    // hundred milliseconds, and PostgreSQL restarted twice, while the queue
+    // drains. Every request ends once, in an outcome a healthy run gives; no
+    // seat is in two bookings; seats taken = seats granted.
+    const BACKLOG: usize = 4000;
+    const MORE: usize = 1000;
+    const SEATS: i32 = 600;
+    let (cluster, url, log) = private_cluster("saturated");
+    let cluster = std::sync::Arc::new(cluster);
+    let client = Client::connect(&url).await.expect("connect to the private cluster");
+    let mut events = Vec::new();
+    for n in 0..4 {
+        events.push(client.add_event(&format!("E{n}"), SEATS, 6).await.unwrap());
+    }
+    let mut rng = fastrand::Rng::with_seed(23);
+    let backlog = common::mixed_requests(&mut rng, &events, SEATS, 0, BACKLOG);
+    let more = common::mixed_requests(&mut rng, &events, SEATS, BACKLOG, MORE);
+    let mut ids = Vec::with_capacity(BACKLOG + MORE);
+    for chunk in backlog.chunks(1000) {
+        ids.extend(client.enqueue_many(chunk).await.unwrap());
+    }
+
+    let args = ["--concurrency", "2", "--batch-size", "16", "--poll-ms", "100"];
+    let start = |name: String| WorkerProcess::start_on(&url, &log, &name, &args, &[]);
+    let mut workers: Vec<WorkerProcess> = (0..3).map(|n| start(format!("w{n}"))).collect();
+    let producer = produce(&client, more.clone(), Duration::from_millis(10));
+
+    let started = Instant::now();
+    let (mut kills, mut restarts, mut round) = (0, 0, 0);
+    while !producer.is_finished() {
+        chaos(&cluster, &mut workers, &mut rng, &mut round, &mut kills, &mut restarts, &start).await;
+    }
+    ids.extend(producer.await.unwrap());
+    while unfinished(&client, &ids).await > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "requests stuck after {kills} kills, {restarts} restarts"
+        );
+        chaos(&cluster, &mut workers, &mut rng, &mut round, &mut kills, &mut restarts, &start).await;
+    }
+    let elapsed = started.elapsed();
+    for w in workers {
+        assert_eq!(w.terminate(Duration::from_secs(30)), Some(0), "workers exit cleanly after it all");
+    }
+    println!(
+        "{} requests ({BACKLOG} queued before the workers started) drained in {:.1}s under {kills} SIGKILLs and {restarts} database restarts",
+        ids.len(),
+        elapsed.as_secs_f64()
+    );
+    assert!(kills >= 3 && restarts >= 1, "too little chaos to mean anything: {kills} kills, {restarts} restarts");
+
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(client.pool()).await.unwrap();
+    assert_eq!(rows as usize, BACKLOG + MORE, "retried enqueues did not duplicate requests");
+    let batch: Vec<NewRequest> = backlog.into_iter().chain(more).collect();
+    let outcomes = common::assert_recovered(&client, &ids, &batch, &events).await;
+    println!("outcomes: {outcomes:?}");
+    assert_invariants(&client, true).await;
+}
+
+/// One step of chaos: after a pause of 50 to 250 ms, SIGKILL a random worker
+/// and start another in its place; on the 6th and 16th steps, first restart
+/// the database (down for half a second).
+async fn chaos(
+    cluster: &std::sync::Arc<PrivateCluster>,
+    workers: &mut Vec<WorkerProcess>,
+    rng: &mut fastrand::Rng,
+    round: &mut usize,
+    kills: &mut usize,
+    restarts: &mut usize,
+    start: &impl Fn(String) -> WorkerProcess,
+) {
+    *round += 1;
+    tokio::time::sleep(Duration::from_millis(rng.u64(50..250))).await;
+    if [6, 16].contains(round) {
+        let cluster = cluster.clone();
+        tokio::task::spawn_blocking(move || cluster.restart(Duration::from_millis(500))).await.unwrap();
+        *restarts += 1;
+    }
+    let victim = rng.usize(..workers.len());
+    workers.remove(victim).kill();
+    *kills += 1;
+    workers.insert(victim, start(format!("w{victim}-{round}")));
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::{TestDb, code};
 use proptest::prelude::*;
-use seatq::{Request, Status};
+use seatq::{NewRequest, Request, Status};
 use serde_json::{Value, json};
 
 /// (kind, payload, expected code). `EV` is replaced by a real event id.
@@ -58,8 +58,23 @@ fn bad_requests() -> Vec<(&'static str, Value, &'static str)> {
         ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": 86401}), "hold_time_out_of_range"),
         ("extend", json!({"booking": 1, "customer": ""}), "invalid_request"),
         ("extend", json!(7), "wrong_type"),
+        // A wrong element names its place; an empty field name shows as "".
+        ("book", json!({"event": "EV", "seats": [3, 1.5], "customer": "c"}), "wrong_type"),
+        ("hold", json!({"event": "EV", "class": 1, "party": 1, "customer": "c", "": 1}), "unknown_field"),
+        // Control and bidirectional formatting characters in text.
+        ("book", json!({"event": "EV", "class": 1, "party": 1, "customer": "ann\u{1b}[2J"}), "invalid_request"),
+        ("confirm", json!({"booking": 1, "customer": "\u{202e}nna"}), "invalid_request"),
+        ("hold", json!({"event": "EV", "class": 1, "party": 1, "customer": "c\u{85}"}), "invalid_request"),
+        // Huge inputs, quoted only in part.
+        (HUGE.as_str(), json!({}), "unknown_kind"),
+        ("hold", json!({"event": "EV", "class": 1, "party": 1, "customer": "c", (LONG.as_str()): 1}), "unknown_field"),
     ]
 }
+
+/// A kind of 100,000 characters, and a field name of 5,000 (a payload is at
+/// most 8,192 bytes).
+static HUGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| "k".repeat(100_000));
+static LONG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| "k".repeat(5_000));
 
 /// Requests that validate but that a worker must refuse, by the state of the
 /// database: (kind, payload, expected code).
@@ -69,6 +84,9 @@ fn refused_by_state() -> Vec<(&'static str, Value, &'static str)> {
         ("book", json!({"event": "EV", "seats": [5, 201], "customer": "c"}), "unknown_seat"),
         ("confirm", json!({"booking": 99999, "customer": "c"}), "booking_not_found"),
         ("extend", json!({"booking": 99999, "customer": "c", "hold_seconds": 60}), "booking_not_found"),
+        // The event has classes 1 to 3: class 9 is no class of it, not sold out.
+        ("book", json!({"event": "EV", "class": 9, "party": 1, "customer": "c"}), "unknown_class"),
+        ("hold", json!({"event": "EV", "class": 9, "party": 2, "customer": "c", "together": true}), "unknown_class"),
     ]
 }
 
@@ -139,6 +157,12 @@ async fn every_bad_request_gets_the_same_code_by_every_path() {
         let r = db.client.status(id).await.unwrap();
         assert_eq!(r.status, Status::Succeeded, "valid requests around bad ones succeed: {r:?}");
     }
+    // Whichever way it was failed, no row keeps a payload over the limit.
+    let largest: i32 = sqlx::query_scalar("SELECT max(octet_length(payload::text)) FROM seatq.requests")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(largest as usize <= seatq::limits::MAX_PAYLOAD_BYTES, "{largest}");
     db.assert_invariants_and_close().await;
 }
 
@@ -162,6 +186,12 @@ async fn a_bulk_file_reports_bad_lines_and_never_enqueues_half_a_line() {
     assert!(parsed.bad[2].reason.contains("extra"), "{:?}", parsed.bad[2]);
 }
 
+/// A bulk file's bad lines, each as `line: code: reason`, and how many are good.
+fn bulk_refusals(file: &str) -> (Vec<String>, usize) {
+    let parsed = seatq::bulk::parse(file.as_bytes()).unwrap();
+    (parsed.bad.iter().map(|b| format!("{}: {}: {}", b.line, b.code, b.reason)).collect(), parsed.good.len())
+}
+
 fn sqlstate(e: sqlx::Error) -> String {
     seatq::sqlstate::code(&e).map(|c| c.into_owned()).unwrap_or_else(|| format!("not SQL: {e}"))
 }
@@ -175,7 +205,11 @@ async fn a_string_with_u0000_is_refused_by_every_path() {
         ("confirm", json!({"booking": 1, "customer": "\u{0}"}), "customer"),
         // First, before an unknown field or a bad party.
         ("book", json!({"event": event, "class": 1, "party": 12, "customer": "c", "note": ["x", "\u{0}"]}), "note[1]"),
-        ("book", json!({"event": event, "class": 1, "party": 1, "customer": "c", "a\u{0}": 1}), "field name \"a\\0\""),
+        (
+            "book",
+            json!({"event": event, "class": 1, "party": 1, "customer": "c", "a\u{0}": 1}),
+            "field name \"a\\u0000\"",
+        ),
         ("hold", json!("\u{0}"), "payload"),
     ];
     for (kind, payload, field) in &cases {
@@ -210,34 +244,35 @@ async fn a_string_with_u0000_is_refused_by_every_path() {
         r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "a"}, "idempotency_key": "\u0000"}"#,
     ]
     .join("\n");
-    let parsed = seatq::bulk::parse(file.as_bytes()).unwrap();
-    let bad: Vec<(usize, &str, &str)> =
-        parsed.bad.iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
+    let (bad, _) = bulk_refusals(&file);
     assert_eq!(
         bad,
         [
-            (1, "invalid_request", "customer: must not contain U+0000 (NUL)"),
-            (2, "invalid_request", "idempotency_key: must not contain U+0000 (NUL)")
+            "1: invalid_request: customer: must not contain U+0000 (NUL)",
+            "2: invalid_request: idempotency_key: must not contain U+0000 (NUL)"
         ]
     );
     db.close().await;
+}
+
+/// The database's answer for a request (`seatq.request_error`): code and message, or none.
+async fn request_error(db: &TestDb, kind: &str, payload: &Value) -> Option<(String, String)> {
+    let (code, message): (Option<String>, Option<String>) =
+        sqlx::query_as("SELECT code, message FROM seatq.request_error($1, $2)")
+            .bind(kind)
+            .bind(payload)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    code.zip(message)
 }
 
 #[tokio::test]
 async fn numbers_are_judged_as_jsonb_stores_them() {
     let db = TestDb::new().await;
     let sql_error = |kind: &'static str, payload: Value| {
-        let pool = db.pool.clone();
-        async move {
-            let (code, message): (Option<String>, Option<String>) =
-                sqlx::query_as("SELECT code, message FROM seatq.request_error($1, $2)")
-                    .bind(kind)
-                    .bind(&payload)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-            code.zip(message)
-        }
+        let db = &db;
+        async move { request_error(db, kind, &payload).await }
     };
     // Payloads given as values: the same answer both ways. serde_json writes
     // 1e16 as 1e+16, which jsonb stores as the integer 10000000000000000.
@@ -325,6 +360,236 @@ async fn enqueue_refuses_a_priority_out_of_range_clearly() {
     db.close().await;
 }
 
+/// Rust's answer and the database's for a request, which must be the same.
+async fn both_ways(db: &TestDb, kind: &str, payload: &Value) -> Option<(String, String)> {
+    let rust = Request::decode(kind, payload).err().map(|e| (e.code().to_string(), e.message));
+    assert_eq!(rust, request_error(db, kind, payload).await, "{kind} {payload}");
+    rust
+}
+
+#[tokio::test]
+async fn messages_quote_a_bounded_prefix_of_the_input_and_name_what_is_wrong() {
+    let db = TestDb::new().await;
+    let (huge, long) = (HUGE.as_str(), LONG.as_str());
+    let k64 = "k".repeat(64);
+    let seat = |seats: Value| json!({"event": 1, "seats": seats, "customer": "c"});
+    let book = |customer: &str| json!({"event": 1, "class": 1, "party": 1, "customer": customer});
+    let with_field = |name: &str| {
+        let mut p = book("c");
+        p[name] = json!(1);
+        p
+    };
+    let expected_field = |shown: &str| {
+        format!(
+            "{shown}: unknown field for book; expected one of event, class, party, customer, seats, partial, together"
+        )
+    };
+    let cases: Vec<(&str, Value, &str, String)> = vec![
+        (
+            huge,
+            json!({}),
+            "unknown_kind",
+            format!(
+                "unknown request kind \"{k64}\"… (100000 characters): expected hold, book, confirm, cancel or extend"
+            ),
+        ),
+        ("book", with_field(long), "unknown_field", expected_field(&format!("\"{k64}\"… (5000 characters)"))),
+        ("book", with_field(""), "unknown_field", expected_field("\"\"")),
+        ("book", with_field("a b\"\\\u{202e}\u{7}"), "unknown_field", expected_field(r#""a b\"\\\u202e\u0007""#)),
+        ("book", seat(json!([3, 1.5])), "wrong_type", "seats[1]: 1.5 is not an integer".into()),
+        ("book", seat(json!(["2A"])), "wrong_type", "seats[0]: \"2A\" is not an integer".into()),
+        (
+            "book",
+            seat(json!([1, 2, long])),
+            "wrong_type",
+            format!("seats[2]: \"{k64}\"… (5000 characters) is not an integer"),
+        ),
+        ("book", seat(json!([null, true])), "wrong_type", "seats[0]: null is not an integer".into()),
+        ("book", seat(json!([1, true])), "wrong_type", "seats[1]: true is not an integer".into()),
+        ("book", seat(json!([[1]])), "wrong_type", "seats[0]: an array is not an integer".into()),
+        ("book", seat(json!("1, 2")), "wrong_type", "seats: must be an array of integers, not string".into()),
+        (
+            "book",
+            book("ann\u{1b}[2J"),
+            "invalid_request",
+            "customer: must not contain a control or bidirectional formatting character (U+001B)".into(),
+        ),
+        (
+            "cancel",
+            json!({"booking": 1, "customer": "evil\u{202e}gpj.exe"}),
+            "invalid_request",
+            "customer: must not contain a control or bidirectional formatting character (U+202E)".into(),
+        ),
+    ];
+    for (kind, payload, code, message) in cases {
+        assert_eq!(both_ways(&db, kind, &payload).await, Some((code.to_string(), message)), "{payload}");
+    }
+    // Plain text, accents and emoji are fine in a name.
+    assert_eq!(both_ways(&db, "book", &book("Zoë O'Brien-Łukasz 🎭")).await, None);
+    // A number longer than Rust can hold, in SQL: quoted in part too.
+    let (code, message) = sqlx::query_as::<_, (String, String)>(
+        "SELECT code, message FROM seatq.request_error('book', ('{\"event\": 1e5000, \"class\": 1, \"party\": 1, \"customer\": \"c\"}')::jsonb)",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (code.as_str(), message),
+        ("wrong_type", format!("event: must be an integer, not 1{}… (5001 characters)", "0".repeat(63)))
+    );
+    db.close().await;
+}
+
+#[tokio::test]
+async fn no_row_keeps_a_payload_over_the_size_limit() {
+    let db = TestDb::new().await;
+    let large = json!({"event": 1, "class": 1, "party": 1, "customer": "c", "note": "x".repeat(20_000)});
+    let id = insert_raw(&db, "book", &large).await;
+    let by_fn: i64 =
+        sqlx::query_scalar("SELECT seatq.enqueue('book', $1, 'big-1')").bind(&large).fetch_one(&db.pool).await.unwrap();
+    for id in [id, by_fn] {
+        let r = db.client.status(id).await.unwrap();
+        assert_eq!((r.status, code(&r), &r.payload), (Status::Failed, "payload_too_large", &json!({})), "{r:?}");
+        assert!(r.error_message.as_deref().is_some_and(|m| m.starts_with("payload is 20")), "{r:?}");
+    }
+    // The same oversize request again under its key is the same request, not
+    // a conflict with the '{}' kept for it.
+    let again: i64 =
+        sqlx::query_scalar("SELECT seatq.enqueue('book', $1, 'big-1')").bind(&large).fetch_one(&db.pool).await.unwrap();
+    assert_eq!(again, by_fn);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn an_idempotency_key_is_at_most_200_characters_without_control_characters() {
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    let keyed = |key: String| NewRequest {
+        idempotency_key: Some(key),
+        ..NewRequest::from(Request::Book(common::hold(ev, 3, 1, "ann")))
+    };
+    let refusals = [
+        ("k".repeat(201), "idempotency_key_too_long", "idempotency_key: 201 characters; at most 200"),
+        ("k".repeat(5000), "idempotency_key_too_long", "idempotency_key: 5000 characters; at most 200"),
+        (
+            "order\u{7}".to_string(),
+            "invalid_request",
+            "idempotency_key: must not contain a control or bidirectional formatting character (U+0007)",
+        ),
+    ];
+    for (key, code, message) in &refusals {
+        // The client refuses it before sending anything...
+        let err = db.client.enqueue(keyed(key.clone())).await.expect_err("refused");
+        assert!(matches!(&err, seatq::Error::Invalid(e) if e.code() == *code && e.message == *message), "{err}");
+        // ... and so does the database, with the same code and message, by
+        // the function or a plain INSERT (SQLSTATE SQ002, never an index error).
+        for sql in [
+            "SELECT seatq.enqueue('book', $1, $2)",
+            "INSERT INTO seatq.requests (kind, payload, idempotency_key) VALUES ('book', $1, $2)",
+        ] {
+            let e = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(Request::Book(common::hold(ev, 3, 1, "ann")).payload())
+                .bind(key)
+                .execute(&db.pool)
+                .await
+                .expect_err("refused");
+            assert_eq!(seatq::sqlstate::code(&e).as_deref(), Some(seatq::sqlstate::REQUEST_REFUSED), "{e}");
+            let refused = seatq::Error::from(e);
+            assert!(
+                matches!(&refused, seatq::Error::Invalid(r) if r.code() == *code && r.message == *message),
+                "{refused}"
+            );
+        }
+        // Unvalidated, it is refused by the database alike.
+        let raw = db.client.enqueue_raw(&["book"], &[json!({})], [(Some(key.clone()), 0)].into_iter()).await;
+        assert!(matches!(&raw, Err(seatq::Error::Invalid(r)) if r.code() == *code), "{raw:?}");
+    }
+    assert_eq!(count_rows(&db).await, 0, "nothing stored");
+    // At the limit, a key works as ever.
+    let id = db.client.enqueue(keyed("k".repeat(200))).await.unwrap();
+    assert_eq!(db.client.enqueue(keyed("k".repeat(200))).await.unwrap(), id);
+    db.drain().await;
+    db.assert_invariants_and_close().await;
+}
+
+async fn count_rows(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn run_at_must_be_finite_and_within_a_year() {
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    let at = |days: i64| NewRequest {
+        run_at: Some(chrono::Utc::now() + chrono::Duration::days(days)),
+        ..NewRequest::from(Request::Book(common::hold(ev, 3, 1, "ann")))
+    };
+    let horizon = "run_at: must be at most 365 days from now";
+    let err = db.client.enqueue(at(366)).await.expect_err("too far ahead");
+    assert!(
+        matches!(&err, seatq::Error::Invalid(e) if e.code() == "run_at_out_of_range" && e.message == horizon),
+        "{err}"
+    );
+    let later = db.client.enqueue(at(364)).await.unwrap();
+    // The database fails such a row at once, with the same code and message.
+    let payload = Request::Book(common::hold(ev, 3, 1, "bob")).payload();
+    let mut failed = Vec::new();
+    for (run_at, message) in [
+        ("infinity", "run_at: must be a finite time, not infinity"),
+        ("-infinity", "run_at: must be a finite time, not -infinity"),
+        ("400 days", horizon),
+    ] {
+        let sql = "INSERT INTO seatq.requests (kind, payload, run_at)
+                   VALUES ('book', $1, CASE WHEN $2 LIKE '%days' THEN now() + $2::interval ELSE $2::timestamptz END)
+                   RETURNING id";
+        let id: i64 = sqlx::query_scalar(sql).bind(&payload).bind(run_at).fetch_one(&db.pool).await.unwrap();
+        let r = db.client.status(id).await.unwrap();
+        assert_eq!(
+            (r.status, code(&r), r.error_message.as_deref()),
+            (Status::Failed, "run_at_out_of_range", Some(message))
+        );
+        failed.push(id);
+    }
+    let by_fn: i64 = sqlx::query_scalar("SELECT seatq.enqueue('book', $1, NULL, 0, 'infinity')")
+        .bind(&payload)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(code(&db.client.status(by_fn).await.unwrap()), "run_at_out_of_range");
+    // A bulk line too.
+    let line = format!(
+        r#"{{"kind": "book", "payload": {}, "run_at": "{}"}}"#,
+        payload,
+        (chrono::Utc::now() + chrono::Duration::days(400)).to_rfc3339()
+    );
+    assert_eq!(bulk_refusals(&line).0, [format!("1: run_at_out_of_range: {horizon}")]);
+    assert_eq!(db.client.status(later).await.unwrap().status, Status::Queued, "364 days ahead waits");
+    db.close().await;
+}
+
+#[tokio::test]
+async fn json_text_naming_a_field_twice_is_refused_by_the_client() {
+    let db = TestDb::new().await;
+    let file = [
+        r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "a", "party": 9}}"#,
+        r#"{"kind": "book", "kind": "hold", "payload": {"event": 1, "class": 1, "party": 1, "customer": "b"}}"#,
+        r#"{"kind": "book", "payload": {"event": 1, "class": 1, "party": 1, "customer": "c"}}"#,
+    ]
+    .join("\n");
+    let (bad, good) = bulk_refusals(&file);
+    assert_eq!(bad, ["1: duplicate_field: payload.party: named twice", "2: duplicate_field: kind: named twice"]);
+    assert_eq!(good, 1);
+    let venue = r#"{"name": "V", "seats": [{"section": "A", "row": 1, "seat": 1, "pos": 1, "class": 1, "price": 10, "class": 2}]}"#;
+    let parsed = seatq::venue::parse_json(venue.as_bytes()).unwrap();
+    let bad: Vec<(&str, &str)> = parsed.bad.iter().map(|b| (b.code.as_str(), b.reason.as_str())).collect();
+    assert_eq!(bad, [("duplicate_field", "seats[0].class: named twice")]);
+    // What a database producer sending such text gets: jsonb keeps the last.
+    let kept: String = sqlx::query_scalar(r#"SELECT ('{"party": 1, "party": 9}'::jsonb) ->> 'party'"#)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, "9");
+    db.close().await;
+}
+
 #[test]
 fn a_bulk_line_that_is_not_utf8_is_a_bad_line() {
     let good = br#"{"kind": "cancel", "payload": {"booking": 3, "customer": "c"}}"#;
@@ -342,7 +607,13 @@ fn a_bulk_line_that_is_not_utf8_is_a_bad_line() {
 /// A random payload: mostly the right fields with values of any type, some
 /// missing, some extra.
 fn payload() -> impl Strategy<Value = (String, Value)> {
-    let kind = prop_oneof![Just("hold"), Just("book"), Just("confirm"), Just("cancel"), Just("extend"), Just("bogus")];
+    let kind = prop_oneof![
+        8 => prop_oneof![Just("hold"), Just("book"), Just("confirm"), Just("cancel"), Just("extend"), Just("bogus")]
+            .prop_map(String::from),
+        // Long, or holding what a message must escape.
+        1 => "[a-z]{60,70}",
+        1 => ODD_TEXT,
+    ];
     let value = prop_oneof![
         (-3i64..15).prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
@@ -359,6 +630,23 @@ fn payload() -> impl Strategy<Value = (String, Value)> {
         prop::sample::select(vec![2.0, -0.0, 1e16, -1.5e17, 9.3e18, 1e-7, 5e-324, 1e300]).prop_map(Value::from),
         prop::collection::vec(prop::sample::select(vec![json!(1e16), json!(3.0), json!(2)]), 1..3)
             .prop_map(Value::from),
+        // Text a message must escape or cut, and arrays with any element.
+        ODD_TEXT.prop_map(Value::from),
+        "[a-z]{60,70}".prop_map(Value::from),
+        prop::collection::vec(
+            prop_oneof![
+                (1i64..20).prop_map(Value::from),
+                Just(json!(1.5)),
+                Just(json!(null)),
+                any::<bool>().prop_map(Value::from),
+                "[0-9A-Z]{0,3}".prop_map(Value::from),
+                ODD_TEXT.prop_map(Value::from),
+                Just(json!([1])),
+                Just(json!({"seat": 1})),
+            ],
+            1..4
+        )
+        .prop_map(Value::from),
     ];
     let key = prop_oneof![
         Just("event"),
@@ -373,10 +661,23 @@ fn payload() -> impl Strategy<Value = (String, Value)> {
         Just("extra"),
         Just("Party"),
         Just("nul\u{0}"),
-    ];
-    let object = prop::collection::btree_map(key.prop_map(String::from), value.clone(), 0..8)
-        .prop_map(|m| Value::Object(m.into_iter().collect()));
-    (kind.prop_map(String::from), prop_oneof![4 => object, 1 => value])
+        Just(""),
+        Just("two words"),
+    ]
+    .prop_map(String::from);
+    let key = prop_oneof![8 => key, 1 => "[a-z_]{62,67}", 1 => ODD_TEXT];
+    let object =
+        prop::collection::btree_map(key, value.clone(), 0..8).prop_map(|m| Value::Object(m.into_iter().collect()));
+    (kind, prop_oneof![4 => object, 1 => value])
+}
+
+/// Text with what a message must escape: quotes, backslashes, control and
+/// bidirectional formatting characters, among letters and others.
+const ODD_TEXT: &str = "[a-zé🎭 \"\\\\]{0,3}[\u{1}-\u{1f}\u{7f}-\u{9f}\u{61c}\u{200e}\u{200f}\u{202a}-\u{202e}\u{2066}-\u{2069}\"\\\\][a-z\u{2028}]{0,3}";
+
+/// An idempotency key: short, near the length limit, or odd.
+fn idempotency_key() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-z0-9-]{0,12}", "[a-z]{198,202}", "[é🎭]{199,201}", ODD_TEXT]
 }
 
 /// A valid payload of a random kind, often with one field then replaced by
@@ -442,10 +743,12 @@ fn nearly_valid() -> impl Strategy<Value = (String, Value)> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
 
-    /// The decoder never panics, and the database's checks agree with it.
+    /// The decoder never panics, and the database's checks agree with it,
+    /// on payloads and on idempotency keys.
     #[test]
     fn the_database_and_the_client_agree_on_every_payload(
-        cases in prop::collection::vec(prop_oneof![payload(), nearly_valid()], 300)
+        cases in prop::collection::vec(prop_oneof![payload(), nearly_valid()], 300),
+        keys in prop::collection::vec(idempotency_key(), 30),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
@@ -466,6 +769,13 @@ proptest! {
                 }
                 let sql = sql.unwrap();
                 assert_eq!(rust, sql.0.zip(sql.1), "{kind} {payload}");
+            }
+            for key in &keys {
+                let rust = seatq::validate::check_idempotency_key(key).err().map(|e| (e.code().to_string(), e.message));
+                let sql: (Option<String>, Option<String>) =
+                    sqlx::query_as("SELECT code, message FROM seatq.idempotency_key_error($1)")
+                        .bind(key).fetch_one(&db.pool).await.unwrap();
+                assert_eq!(rust, sql.0.zip(sql.1), "{key:?}");
             }
             db.close().await;
         });

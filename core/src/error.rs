@@ -91,15 +91,17 @@ pub enum Error {
 }
 
 impl From<sqlx::Error> for Error {
-    /// A database error; an idempotency conflict raised by `seatq.enqueue`
-    /// is the refusal it stands for, [`Error::Invalid`].
+    /// A database error; a refusal raised by seatq's own functions (an
+    /// idempotency conflict, a key too long: SQLSTATE SQ001, SQ002) is the
+    /// refusal it stands for, [`Error::Invalid`] with the code its message
+    /// starts with.
     fn from(error: sqlx::Error) -> Self {
-        if sqlstate::is_idempotency_conflict(&error)
+        if sqlstate::is_refusal(&error)
             && let Some(db) = error.as_database_error()
+            && let Some((code, message)) = db.message().split_once(": ")
+            && let Ok(code) = code.parse::<ErrorCode>()
         {
-            let prefix = format!("{}: ", ErrorCode::IdempotencyConflict);
-            let message = db.message().strip_prefix(&prefix).unwrap_or(db.message()).to_string();
-            return Error::Invalid(RequestError { code: ErrorCode::IdempotencyConflict, message });
+            return Error::Invalid(RequestError { code, message: message.to_string() });
         }
         Error::Db(error)
     }

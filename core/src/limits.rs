@@ -20,3 +20,15 @@ pub const MAX_REF_CHARS: usize = 200;
 /// `seatq prune --older-than-hours`): an age in seconds must not overflow,
 /// or a huge value would wrap to a tiny age and prune recent requests.
 pub const MAX_RETENTION_HOURS: u64 = 1_000_000;
+/// Longest idempotency key, in characters: a key is an index entry, and
+/// PostgreSQL refuses an index entry of more than about 2.7 kB with an
+/// error that names no field.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 200;
+/// Furthest ahead a request may be scheduled (`run_at`), in days. A time
+/// further off (or PostgreSQL's `infinity`) would keep a request queued for
+/// ever, and is far more likely a mistake than a plan.
+pub const MAX_RUN_AT_DAYS: i64 = 365;
+/// Most characters of an offending input (a kind, a field name, a number, a
+/// string) a message quotes; a longer one is cut, with its length said, so
+/// that no answer echoes an input whole.
+pub const MAX_QUOTED_CHARS: usize = 64;

@@ -137,10 +137,15 @@ labelled! {
         TooManySeats,
         /// A seat named twice.
         DuplicateSeat,
-        /// Any other malformed value: empty customer, class out of range, options that do not combine.
+        /// Any other malformed value: empty customer, a control or bidirectional formatting character
+        /// in a customer name or idempotency key, class out of range, options that do not combine.
         InvalidRequest,
+        /// `run_at` is further ahead than `limits::MAX_RUN_AT_DAYS`, or not a finite time (`infinity`).
+        RunAtOutOfRange,
         /// No such event.
         UnknownEvent,
+        /// The event has no seats of the class asked for (rather than having sold them all: `sold_out`).
+        UnknownClass,
         /// A named seat does not exist on the event (seat numbers are per event).
         UnknownSeat,
         /// Fewer seats of the class are free than the party needs (and `partial` was not set).
@@ -157,7 +162,7 @@ labelled! {
         CustomerLimitExceeded,
         /// `together`: no row has enough adjacent free seats of the class.
         NoAdjacentSeats,
-        /// No such booking.
+        /// No such booking, or none of this producer's: another producer's booking is not found.
         BookingNotFound,
         /// The booking belongs to another customer.
         NotYourHold,
@@ -176,6 +181,13 @@ labelled! {
         /// Two lines of a batch carry the same `ref`: both are refused (never
         /// enqueued, so this code is never recorded on a request).
         DuplicateRef,
+        /// The idempotency key is longer than `limits::MAX_IDEMPOTENCY_KEY_CHARS`. The enqueue is
+        /// refused and nothing is stored, so this code is never recorded on a request.
+        IdempotencyKeyTooLong,
+        /// JSON text names a field twice (in a bulk file or a venue file). The client refuses it
+        /// rather than keep one of the two silently, as `jsonb` does (the last); never recorded on a
+        /// request.
+        DuplicateField,
     }
 }
 

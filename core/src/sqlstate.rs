@@ -18,6 +18,11 @@ pub const SEATQ_CLASS: &str = "SQ";
 /// request of another kind or payload; nothing was inserted. The message
 /// starts with the code `idempotency_conflict`.
 pub const IDEMPOTENCY_CONFLICT: &str = "SQ001";
+/// SQ002: an insert into `seatq.requests` was refused outright, nothing
+/// stored, for a queue option the row cannot keep (an idempotency key too
+/// long to index, or holding a control character). The message starts with
+/// the error code (`idempotency_key_too_long`, `invalid_request`).
+pub const REQUEST_REFUSED: &str = "SQ002";
 
 /// 22003: a number does not fit its type.
 pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
@@ -121,4 +126,10 @@ pub fn is_query_canceled(error: &sqlx::Error) -> bool {
 /// An idempotency key reused for another request (SQ001, see [`IDEMPOTENCY_CONFLICT`]).
 pub fn is_idempotency_conflict(error: &sqlx::Error) -> bool {
     is(error, IDEMPOTENCY_CONFLICT)
+}
+
+/// A request refused by seatq's own functions, nothing stored: SQ001 or
+/// SQ002, whose message starts with the error code.
+pub fn is_refusal(error: &sqlx::Error) -> bool {
+    is(error, IDEMPOTENCY_CONFLICT) || is(error, REQUEST_REFUSED)
 }

@@ -9,11 +9,18 @@
 //!
 //! Order: a string containing U+0000 anywhere in the payload; kind; payload
 //! size; payload is an object; unknown fields (the first in byte order);
-//! missing required fields; field types (in field order); then values: hold
-//! time, named seats, party, class, customer, and combinations (for
-//! confirm, cancel and extend: hold time, then customer).
-//! State-dependent checks (unknown event or seat, the owner of a booking) are
-//! the worker's.
+//! missing required fields; field types (in field order; in `seats`, the
+//! first element that is not an integer); then values: hold time, named
+//! seats, party, class, customer, and combinations (for confirm, cancel and
+//! extend: hold time, then customer).
+//! State-dependent checks (unknown event, class or seat, the owner of a
+//! booking) are the worker's. A request's queue options are checked around
+//! these ([`check_new`]): its idempotency key first, its `run_at` last.
+//!
+//! Messages quote at most [`MAX_QUOTED_CHARS`] characters of an offending
+//! input ([`quoted`]), with control and bidirectional formatting characters
+//! escaped, so a huge or hostile kind, field name or number never comes back
+//! whole or rearranges what a reader sees.
 //!
 //! Numbers are judged as `jsonb` stores them, since that is what the
 //! database checks: an integer is a number `jsonb` prints without a fraction
@@ -34,10 +41,14 @@
 
 use std::borrow::Cow;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Number, Value};
 
 use crate::error::RequestError;
-use crate::limits::{MAX_CUSTOMER_CHARS, MAX_HOLD_SECONDS, MAX_PARTY, MAX_PAYLOAD_BYTES};
+use crate::limits::{
+    MAX_CUSTOMER_CHARS, MAX_HOLD_SECONDS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PARTY, MAX_PAYLOAD_BYTES, MAX_QUOTED_CHARS,
+    MAX_RUN_AT_DAYS,
+};
 use crate::outcome::ErrorCode;
 
 const HOLD_FIELDS: &[&str] = &["event", "class", "party", "customer", "hold_seconds", "seats", "partial", "together"];
@@ -149,16 +160,95 @@ pub(crate) fn normalized(payload: &Value) -> Cow<'_, Value> {
 }
 
 /// How a JSON value is named in messages (as `jsonb_typeof` names it; a
-/// number by its text).
+/// number by its text, cut to [`MAX_QUOTED_CHARS`]).
 fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(_) => "boolean".into(),
-        Value::Number(n) => jsonb_number_text(n),
+        Value::Number(n) => bounded(&jsonb_number_text(n)),
         Value::String(_) => "string".into(),
         Value::Array(_) => "array".into(),
         Value::Object(_) => "object".into(),
     }
+}
+
+/// How an array element is named in messages: a number or a string by its
+/// (bounded) value, anything else by what it is (`seatq.describe_element`).
+fn describe_element(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => bounded(&jsonb_number_text(n)),
+        Value::String(s) => quoted(s),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// Control and bidirectional formatting characters, refused in customer
+/// names and idempotency keys and escaped in messages: C0 (U+0000 to
+/// U+001F), DEL and C1 (U+007F to U+009F), and the marks, embeddings,
+/// overrides and isolates that reorder text (U+061C, U+200E, U+200F, U+202A
+/// to U+202E, U+2066 to U+2069). `seatq.control_character` in SQL.
+pub fn is_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// The first control or bidirectional formatting character of `s`, as
+/// `U+XXXX`.
+fn control_character(s: &str) -> Option<String> {
+    s.chars().find(|c| is_control(*c)).map(|c| format!("U+{:04X}", u32::from(c)))
+}
+
+/// What follows a cut input: how long it was.
+fn cut(s: &str) -> String {
+    let n = s.chars().count();
+    if n > MAX_QUOTED_CHARS { format!("… ({n} characters)") } else { String::new() }
+}
+
+/// `s` as a message shows it: its first [`MAX_QUOTED_CHARS`] characters
+/// (then how long it was). For text that needs no escaping: numbers.
+fn bounded(s: &str) -> String {
+    s.chars().take(MAX_QUOTED_CHARS).collect::<String>() + &cut(s)
+}
+
+/// `s` quoted as a message shows it: in double quotes, its first
+/// [`MAX_QUOTED_CHARS`] characters with `"` and `\` escaped by a backslash
+/// and control and bidirectional formatting characters as `\uXXXX` (then
+/// how long it was). `seatq.quoted` in SQL.
+pub fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars().take(MAX_QUOTED_CHARS) {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if is_control(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out + &cut(s)
+}
+
+/// A field name as a message shows it: bare when it is a plain name (1 to
+/// [`MAX_QUOTED_CHARS`] ASCII letters, digits and underscores), else
+/// [`quoted`] (an empty name shows as `""`). `seatq.field_name` in SQL.
+pub fn field_name(name: &str) -> Cow<'_, str> {
+    let plain = !name.is_empty()
+        && name.len() <= MAX_QUOTED_CHARS
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if plain { Cow::Borrowed(name) } else { Cow::Owned(quoted(name)) }
 }
 
 /// Check a stored request; `Ok` means it decodes into a valid [`crate::Request`].
@@ -167,7 +257,7 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     let Some(allowed) = fields(kind) else {
         return Err(fail(
             ErrorCode::UnknownKind,
-            format!("unknown request kind \"{kind}\": expected hold, book, confirm, cancel or extend"),
+            format!("unknown request kind {}: expected hold, book, confirm, cancel or extend", quoted(kind)),
         ));
     };
     let size = jsonb_text_len(payload);
@@ -184,7 +274,7 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     if let Some(unknown) = map.keys().filter(|k| !allowed.contains(&k.as_str())).min() {
         return Err(fail(
             ErrorCode::UnknownField,
-            format!("{unknown}: unknown field for {kind}; expected one of {}", allowed.join(", ")),
+            format!("{}: unknown field for {kind}; expected one of {}", field_name(unknown), allowed.join(", ")),
         ));
     }
     // The kinds that name a booking rather than seats.
@@ -228,27 +318,80 @@ fn check_no_nul(path: &str, v: &Value) -> Result<(), RequestError> {
         }
         Value::Object(map) => map.iter().try_for_each(|(k, item)| {
             if k.contains('\0') {
-                return nul(format!("field name {k:?}"));
+                return nul(format!("field name {}", quoted(k)));
             }
-            check_no_nul(&if path == "payload" { k.clone() } else { format!("{path}.{k}") }, item)
+            let k = field_name(k);
+            check_no_nul(&if path == "payload" { k.into_owned() } else { format!("{path}.{k}") }, item)
         }),
         _ => Ok(()),
     }
 }
 
-/// Check an idempotency key (PostgreSQL cannot store U+0000 in `text`).
+/// Check an idempotency key: no U+0000 (PostgreSQL cannot store it in
+/// `text`), no control or bidirectional formatting character, at most
+/// [`MAX_IDEMPOTENCY_KEY_CHARS`] characters (`seatq.idempotency_key_error`
+/// in SQL, where the enqueue is refused outright: SQLSTATE `SQ002`).
 pub fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
     if key.contains('\0') {
         return Err(fail(ErrorCode::InvalidRequest, "idempotency_key: must not contain U+0000 (NUL)"));
     }
+    check_text("idempotency_key", key, MAX_IDEMPOTENCY_KEY_CHARS, ErrorCode::IdempotencyKeyTooLong)
+}
+
+/// Text a request names (a customer, a key): no control or bidirectional
+/// formatting character, at most `max` characters (else `too_long`).
+fn check_text(field: &str, text: &str, max: usize, too_long: ErrorCode) -> Result<(), RequestError> {
+    if let Some(c) = control_character(text) {
+        return Err(fail(
+            ErrorCode::InvalidRequest,
+            format!("{field}: must not contain a control or bidirectional formatting character ({c})"),
+        ));
+    }
+    let chars = text.chars().count();
+    if chars > max {
+        return Err(fail(too_long, format!("{field}: {chars} characters; at most {max}")));
+    }
     Ok(())
+}
+
+/// Check when a request is due: no more than [`MAX_RUN_AT_DAYS`] from now
+/// (`seatq.run_at_error` in SQL, which also refuses `infinity`, a time
+/// Rust cannot hold). `None` is now.
+pub fn check_run_at(run_at: Option<DateTime<Utc>>) -> Result<(), RequestError> {
+    match run_at {
+        Some(at) if at > Utc::now() + chrono::Duration::days(MAX_RUN_AT_DAYS) => {
+            Err(fail(ErrorCode::RunAtOutOfRange, format!("run_at: must be at most {MAX_RUN_AT_DAYS} days from now")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Check a request to enqueue with its queue options, in the database's
+/// order: the idempotency key, the request, then `run_at`.
+pub fn check_new(
+    kind: &str,
+    payload: &Value,
+    idempotency_key: Option<&str>,
+    run_at: Option<DateTime<Utc>>,
+) -> Result<(), RequestError> {
+    idempotency_key.map_or(Ok(()), check_idempotency_key)?;
+    check(kind, payload)?;
+    check_run_at(run_at)
 }
 
 fn check_type(field: &str, v: &Value) -> Result<(), RequestError> {
     let ok = match field {
         "customer" => v.is_string(),
         "partial" | "together" => v.is_boolean(),
-        "seats" => v.as_array().is_some_and(|a| a.iter().all(|s| int_value(s).is_some())),
+        "seats" => match v.as_array().and_then(|a| a.iter().enumerate().find(|(_, s)| int_value(s).is_none())) {
+            Some((i, element)) => {
+                return Err(fail(
+                    ErrorCode::WrongType,
+                    format!("{field}[{i}]: {} is not an integer", describe_element(element)),
+                ));
+            }
+            None => v.is_array(),
+        },
         f if INTEGER_FIELDS.contains(&f) => int_value(v).is_some(),
         _ => true,
     };
@@ -332,14 +475,7 @@ fn check_customer(map: &Map<String, Value>) -> Result<(), RequestError> {
     if customer.trim_matches([' ', '\t', '\n', '\r']).is_empty() {
         return Err(fail(ErrorCode::InvalidRequest, "customer: must not be empty"));
     }
-    let chars = customer.chars().count();
-    if chars > MAX_CUSTOMER_CHARS {
-        return Err(fail(
-            ErrorCode::InvalidRequest,
-            format!("customer: {chars} characters; at most {MAX_CUSTOMER_CHARS}"),
-        ));
-    }
-    Ok(())
+    check_text("customer", customer, MAX_CUSTOMER_CHARS, ErrorCode::InvalidRequest)
 }
 
 #[cfg(test)]

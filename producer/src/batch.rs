@@ -550,8 +550,9 @@ impl Client {
                         batch.name, c.first
                     ),
                     _ => format!(
-                        "idempotency key {:?} was first used by {} with another kind or payload",
-                        c.key, c.first
+                        "idempotency key {} was first used by {} with another kind or payload",
+                        crate::validate::quoted(&c.key),
+                        c.first
                     ),
                 };
                 (c.position, RequestError { code: ErrorCode::IdempotencyConflict, message })

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::client::NewRequest;
 use crate::outcome::ErrorCode;
 use crate::request::Request;
-use crate::{RequestError, batch, validate};
+use crate::{RequestError, batch, json, validate};
 
 /// The two forms of a request file (and of an outcome file, [`crate::batch::OutcomeWriter`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,8 +141,8 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Line>(&line) {
-            Err(e) => parsed.bad.push(bad("invalid_json", e.to_string())),
+        match json::from_str::<Line>(&line) {
+            Err(e) => parsed.bad.push(bad(e.code(), e.reason())),
             Ok(l) => {
                 let reference = l.reference.as_ref().map(reference_text).transpose();
                 let known = reference.as_ref().ok().cloned().flatten();
@@ -179,8 +179,8 @@ fn new_request(
     priority: i16,
     run_at: Option<DateTime<Utc>>,
 ) -> Result<NewRequest, RequestError> {
+    validate::check_new(kind, payload, idempotency_key.as_deref(), run_at)?;
     let request = Request::decode(kind, payload)?;
-    idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)?;
     Ok(NewRequest { request, idempotency_key, priority, run_at, batch: None })
 }
 
@@ -434,26 +434,31 @@ mod tests {
 
     #[test]
     fn csv_lines_are_requests_with_their_refs() {
+        // A-2's quoted customer spans two lines: a line break in a name is
+        // refused (a control character), and the lines after it keep their
+        // numbers.
         let file = "\u{feff}Ref,kind,event,class,party,customer,seats,together,priority\n\
                     A-1,book,1,2,3,Smith party,,yes,5\n\
                     \r\n\
                     A-2,hold,1,,,\"Jones,\nJ.\",\"4, 5\",,\n\
                     A-3,book,1,2,twelve,Lee,,,\n\
                     A-4,book,1,2,3\n\
-                    ,book,1,2,30,Kim,,,\n";
+                    ,book,1,2,30,Kim,,,\n\
+                    A-5,hold,1,,,\"Jones, J.\",\"4, 5\",,\n";
         let parsed = parse_csv(file.as_bytes()).expect("parse");
-        assert_eq!(parsed.lines, [2, 4], "{:?}", parsed.bad);
+        assert_eq!(parsed.lines, [2, 9], "{:?}", parsed.bad);
         let payloads: Vec<Value> = parsed.good.iter().map(|g| g.request.payload()).collect();
         assert_eq!(payloads[0]["customer"], "Smith party");
         assert_eq!(payloads[0]["together"], true);
         assert_eq!(parsed.good[0].priority, 5);
         assert_eq!(payloads[1]["seats"], serde_json::json!([4, 5]));
-        assert_eq!(payloads[1]["customer"], "Jones,\nJ.");
+        assert_eq!(payloads[1]["customer"], "Jones, J.");
         let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
-        assert_eq!(bad, [(6, "wrong_type"), (7, "invalid_line"), (8, "party_out_of_range")]);
-        assert!(parsed.bad[0].reason.starts_with("party:"), "{:?}", parsed.bad[0]);
+        assert_eq!(bad, [(4, "invalid_request"), (6, "wrong_type"), (7, "invalid_line"), (8, "party_out_of_range")]);
+        assert!(parsed.bad[0].reason.starts_with("customer:"), "{:?}", parsed.bad[0]);
+        assert!(parsed.bad[1].reason.starts_with("party:"), "{:?}", parsed.bad[1]);
         let refs: Vec<(usize, &str)> = parsed.refs.iter().map(|(l, r)| (*l, r.as_str())).collect();
-        assert_eq!(refs, [(2, "A-1"), (4, "A-2"), (6, "A-3")]);
+        assert_eq!(refs, [(2, "A-1"), (4, "A-2"), (6, "A-3"), (9, "A-5")]);
     }
 
     #[test]

@@ -45,10 +45,12 @@ pub struct NewRequest {
 }
 
 impl NewRequest {
-    /// Validate the request, the key and the batch's name and ref.
+    /// Validate the request and its queue options, as the database does
+    /// (the key, the request, then `run_at`: [`validate::check_new`]), and
+    /// the batch's name and ref.
     pub fn check(&self) -> Result<(), crate::RequestError> {
-        self.request.validate()?;
-        self.idempotency_key.as_deref().map_or(Ok(()), validate::check_idempotency_key)?;
+        let payload = self.request.payload();
+        validate::check_new(self.request.kind(), &payload, self.idempotency_key.as_deref(), self.run_at)?;
         self.batch.as_ref().map_or(Ok(()), InBatch::check)
     }
 }
@@ -191,8 +193,11 @@ impl Client {
             .await?
             .into_iter()
             .map(|c| {
-                let message =
-                    format!("idempotency key \"{}\" was first used by {} with another kind or payload", c.key, c.first);
+                let message = format!(
+                    "idempotency key {} was first used by {} with another kind or payload",
+                    validate::quoted(&c.key),
+                    c.first
+                );
                 (c.position, RequestError { code: ErrorCode::IdempotencyConflict, message })
             })
             .collect())
@@ -538,12 +543,12 @@ impl Client {
         const BATCH: i64 = 1000;
         let mut total = 0;
         loop {
-            let deleted = sqlx::query(seatq_core::sql::retention::PRUNE_FINISHED)
+            let deleted: i64 = sqlx::query_scalar(seatq_core::sql::retention::PRUNE_FINISHED)
                 .bind(older_than.as_secs_f64())
                 .bind(BATCH)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+                .fetch_one(&self.pool)
+                .await?;
+            let deleted = u64::try_from(deleted).unwrap_or(0);
             total += deleted;
             if deleted < BATCH as u64 {
                 return Ok(total);

@@ -18,6 +18,7 @@
 //!   finish and read back later from the database alone;
 //! - [`venue`]: venue files (an event's seat map), checked line by line, to
 //!   import with [`Client::import_event`];
+//! - [`json`]: reading the JSON text of both, refusing a field named twice;
 //! - [`sql`]: the statements the client runs.
 //!
 //! The shared core is re-exported from `seatq-core`: [`request`] (the
@@ -39,6 +40,7 @@ pub mod availability;
 pub mod batch;
 pub mod bulk;
 pub mod client;
+pub mod json;
 pub mod sql;
 pub mod venue;
 pub mod view_cache;

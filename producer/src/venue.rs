@@ -211,10 +211,10 @@ pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
         }
         return Err(e);
     }
-    let parsed: JsonVenue = match serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+    let parsed: JsonVenue = match crate::json::from_str(text.trim_start_matches('\u{feff}')) {
         Ok(v) => v,
         Err(e) => {
-            venue.bad.push(BadLine { line: e.line(), code: "invalid_json".into(), reason: e.to_string() });
+            venue.bad.push(BadLine { line: e.line(), code: e.code().into(), reason: e.reason() });
             return Ok(venue);
         }
     };
@@ -224,7 +224,7 @@ pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
         let seat: JsonSeat = match serde_json::from_value(value) {
             Ok(s) => s,
             Err(e) => {
-                venue.bad.push(bad("invalid_line", format!("seats[{i}]: {e}")));
+                venue.bad.push(bad("invalid_line", format!("seats[{i}]: {}", crate::json::bounded_reason(&e))));
                 continue;
             }
         };

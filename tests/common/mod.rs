@@ -249,23 +249,33 @@ pub async fn admin() -> Result<PgConnection, sqlx::Error> {
     seatq::db::admin(&seatq::db::options(&server_url()).expect("test server URL")).await
 }
 
-/// Drop test databases left by test processes that are gone (a failed test
-/// does not reach `close`).
+/// Drop test databases, then the roles tests made for them (named after
+/// them), left by test processes that are gone (a failed test does not
+/// reach `close`, nor drop its roles).
 async fn drop_stale() {
     let Ok(mut conn) = admin().await else {
         return;
+    };
+    let gone = |name: &str| {
+        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        !pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
     };
     let names: Vec<String> =
         sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'seatq\\_test\\_%'")
             .fetch_all(&mut conn)
             .await
             .unwrap_or_default();
-    for name in names {
-        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
-        if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
-            continue;
-        }
-        let _ = seatq::db::drop_database(&mut conn, &name).await;
+    for name in names.iter().filter(|n| gone(n)) {
+        let _ = seatq::db::drop_database(&mut conn, name).await;
+    }
+    let roles: Vec<String> = sqlx::query_scalar("SELECT rolname FROM pg_roles WHERE rolname LIKE 'seatq\\_test\\_%'")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+    for role in roles.iter().filter(|r| gone(r)) {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE \"{}\"", role.replace('"', "\"\""))))
+            .execute(&mut conn)
+            .await;
     }
     let _ = conn.close().await;
 }
@@ -322,6 +332,65 @@ pub fn bookings(event: i64, class: i16, party: u32, n: usize) -> Vec<NewRequest>
 /// The error code of a finished request, or "succeeded".
 pub fn code(r: &RequestRecord) -> &str {
     r.error_code.as_deref().unwrap_or(r.status.as_str())
+}
+
+/// `n` holds and books of random events of `events` (each of `seats`
+/// seats), customers c{first}, c{first + 1}, ...: mostly cheapest-first
+/// parties of 1 to 4 in any class, one in ten named seats, one in ten
+/// together. Each has the idempotency key `order-{customer}`.
+pub fn mixed_requests(rng: &mut fastrand::Rng, events: &[i64], seats: i32, first: usize, n: usize) -> Vec<NewRequest> {
+    (first..first + n)
+        .map(|k| {
+            let event = events[rng.usize(..events.len())];
+            let customer = format!("c{k}");
+            let mut r = SeatRequest::new(event, [1, 2, 3, 3][rng.usize(..4)], rng.u32(1..=4), customer.clone());
+            r.together = rng.u8(..10) == 0;
+            if rng.u8(..10) == 0 {
+                r = SeatRequest::named(event, vec![rng.i32(1..=seats)], customer.clone());
+            }
+            let request = if rng.bool() { Request::Hold(r) } else { Request::Book(r) };
+            NewRequest { idempotency_key: Some(format!("order-{customer}")), ..NewRequest::from(request) }
+        })
+        .collect()
+}
+
+/// After faults: every request of `batch` (enqueued as `ids`) ended in one
+/// of the outcomes a healthy run gives (never `internal`), a booking gets
+/// its whole party, no request made two bookings, and on every event seats
+/// taken equal seats granted. Returns the outcomes counted.
+pub async fn assert_recovered(
+    client: &Client,
+    ids: &[i64],
+    batch: &[NewRequest],
+    events: &[i64],
+) -> std::collections::BTreeMap<String, usize> {
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for (id, new) in ids.iter().zip(batch) {
+        let r = client.status(*id).await.unwrap();
+        *outcomes.entry(code(&r).to_string()).or_default() += 1;
+        assert!(
+            ["succeeded", "sold_out", "seats_taken", "no_adjacent_seats"].contains(&code(&r)),
+            "no request dies of a fault: {r:?}"
+        );
+        let (Request::Hold(want) | Request::Book(want)) = &new.request else { unreachable!() };
+        if let Some(b) = r.booking() {
+            assert_eq!(b.seats.len() as u32, want.party_size(), "whole parties only: {r:?}");
+        }
+    }
+    let twice: Vec<i64> =
+        sqlx::query_scalar("SELECT request_id FROM seatq.bookings GROUP BY request_id HAVING count(*) > 1")
+            .fetch_all(client.pool())
+            .await
+            .unwrap();
+    assert!(twice.is_empty(), "requests that made two bookings: {twice:?}");
+    for event in events {
+        assert_eq!(
+            client.seats_taken(*event).await.unwrap(),
+            client.seats_granted(*event).await.unwrap(),
+            "seats taken = seats granted"
+        );
+    }
+    outcomes
 }
 
 /// A `seatq-worker` process. Killed (SIGKILL) if dropped while running.

@@ -39,9 +39,9 @@ pub async fn process(
     }
     match request {
         Request::Hold(_) | Request::Book(_) => Err(ProcessError::Internal("a hold or book took no seats".into())),
-        Request::Confirm(r) => confirm(conn, r).await,
-        Request::Cancel(r) => cancel(conn, r).await,
-        Request::Extend(r) => extend(conn, r).await,
+        Request::Confirm(r) => confirm(conn, request_id, r).await,
+        Request::Cancel(r) => cancel(conn, request_id, r).await,
+        Request::Extend(r) => extend(conn, request_id, r).await,
     }
 }
 
@@ -59,14 +59,17 @@ struct Booking {
     lapsed: bool,
 }
 
-/// Lock booking `id` and check that it is `customer`'s. `Err(decision)` ends
-/// the request.
+/// Lock booking `id` for request `request_id` and check that it is
+/// `customer`'s. A booking another producer's request made is not found
+/// ([`bookings::LOCK_BOOKING`]). `Err(decision)` ends the request.
 async fn lock_owned(
     conn: &mut PgConnection,
+    request_id: i64,
     id: i64,
     customer: &str,
 ) -> Result<Result<Booking, Decision>, ProcessError> {
-    let row = match sqlx::query_as::<_, Booking>(bookings::LOCK_BOOKING).bind(id).fetch_optional(&mut *conn).await {
+    let locked = sqlx::query_as::<_, Booking>(bookings::LOCK_BOOKING).bind(id).bind(request_id);
+    let row = match locked.fetch_optional(&mut *conn).await {
         Ok(row) => row,
         Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
         Err(e) => return Err(e.into()),
@@ -102,8 +105,8 @@ async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: SeatState) -
     }
 }
 
-async fn confirm(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, r.booking, &r.customer).await? {
+async fn confirm(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, request_id, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -135,8 +138,8 @@ fn cancelled(b: &Booking) -> Decision {
     Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id))
 }
 
-async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, r.booking, &r.customer).await? {
+async fn cancel(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, request_id, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -156,8 +159,8 @@ async fn cancel(conn: &mut PgConnection, r: &BookingRef) -> Result<Decision, Pro
 
 /// Lengthen a live hold (the rule is in [`bookings::EXTEND`]). The same owner
 /// and expiry checks as confirm; a booked booking has no hold to lengthen.
-async fn extend(conn: &mut PgConnection, r: &HoldExtension) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, r.booking, &r.customer).await? {
+async fn extend(conn: &mut PgConnection, request_id: i64, r: &HoldExtension) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, request_id, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };

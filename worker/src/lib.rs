@@ -20,6 +20,7 @@
 //! - `periodic`: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - `registry`: registration and heartbeats in `seatq.workers`;
+//! - `rescue`: a dead worker's requests taken over at once (life locks);
 //! - `retention`: pruning of old finished requests;
 //! - [`metrics`]: Prometheus `/metrics` and `/healthz`;
 //! - `warm`: a worker's connections warmed before its first batch;
@@ -40,6 +41,7 @@ pub mod metrics;
 mod periodic;
 mod record;
 mod registry;
+mod rescue;
 mod retention;
 pub mod sql;
 pub mod sweeper;

@@ -49,10 +49,10 @@ impl Task for Pruner {
         let result = loop {
             let batch = tokio::select! {
                 _ = shutdown.cancelled() => break Round::Done,
-                deleted = sqlx::query(retention::PRUNE_FINISHED)
+                deleted = sqlx::query_scalar::<_, i64>(retention::PRUNE_FINISHED)
                     .bind(self.older_than.as_secs_f64())
                     .bind(PRUNE_BATCH)
-                    .execute(&self.pool) => deleted.map(|d| d.rows_affected()),
+                    .fetch_one(&self.pool) => deleted.map(|n| u64::try_from(n).unwrap_or(0)),
             };
             match batch {
                 Ok(n) => {

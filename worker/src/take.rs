@@ -159,15 +159,39 @@ struct EventSeat {
     seat: SeatInfo,
 }
 
-/// A run of adjacent free seats in one row, in position order
-/// ([`allocation::FREE_RUNS`]).
+/// A row of [`allocation::FREE_RUNS`]: a run of adjacent free seats in one
+/// row, or none, for group `grp`.
 #[derive(sqlx::FromRow)]
-struct Run {
+struct RunRow {
     grp: i64,
+    row: Option<i32>,
+    seats: Option<Vec<i32>>,
+    positions: Option<Vec<i32>>,
+    prices: Option<Vec<i32>>,
+    has_class: bool,
+}
+
+/// A run of adjacent free seats in one row, in position order.
+struct Run {
     row: i32,
     seats: Vec<i32>,
     positions: Vec<i32>,
     prices: Vec<i32>,
+}
+
+/// What the batch knows of adjacent seats: the runs of each (event, class)
+/// side-by-side parties ask about, and which of those classes the event
+/// does not have.
+#[derive(Default)]
+struct Runs {
+    runs: HashMap<(i64, i16), Vec<Run>>,
+    missing: HashSet<(i64, i16)>,
+}
+
+impl Runs {
+    fn of(&self, event: i64, class: i16) -> &[Run] {
+        self.runs.get(&(event, class)).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// The cheapest-first requests of one (event, class), and what the batch
@@ -185,6 +209,8 @@ struct Group {
     next: usize,
     /// Short, with free seats held by in-flight transactions.
     contended: bool,
+    /// The event has seats of the class (asked only of a short group).
+    has_class: bool,
 }
 
 /// What the batch knows of its seats while it decides, in claim order.
@@ -273,24 +299,21 @@ pub async fn allocate(
                 cheapest(group, r, &seats)
             }
             How::Named => named_seats(r, &named, &seats),
-            How::Together => {
-                let runs = runs.get(&(r.event, w.class())).map_or(&[][..], Vec::as_slice);
-                match together(runs, r, &seats) {
-                    Together::Block(block) => {
-                        seats.reserved.extend(block.iter().map(|&s| (r.event, s)));
-                        if rules.per_customer.is_some() {
-                            unsettled.insert(customer);
-                        }
-                        pending.push((i, block));
-                        continue;
+            How::Together => match together(&runs, r, &seats) {
+                Together::Block(block) => {
+                    seats.reserved.extend(block.iter().map(|&s| (r.event, s)));
+                    if rules.per_customer.is_some() {
+                        unsettled.insert(customer);
                     }
-                    Together::NoneIfTheyGetTheirs(decision) => {
-                        provisional.push(i);
-                        Err(decision)
-                    }
-                    Together::No(decision) => Err(decision),
+                    pending.push((i, block));
+                    continue;
                 }
-            }
+                Together::NoneIfTheyGetTheirs(decision) => {
+                    provisional.push(i);
+                    Err(decision)
+                }
+                Together::No(decision) => Err(decision),
+            },
         };
         match taken {
             Ok(mine) => {
@@ -364,7 +387,7 @@ async fn lock_cheapest(
         .map(|((event, class), need)| {
             let spare = others.get(&(event, Some(class))).copied().unwrap_or(0)
                 + others.get(&(event, None)).copied().unwrap_or(0);
-            Group { event, class, lock: need + spare, locked: Vec::new(), next: 0, contended: false }
+            Group { event, class, lock: need + spare, locked: Vec::new(), next: 0, contended: false, has_class: true }
         })
         .collect();
     if groups.is_empty() {
@@ -456,50 +479,58 @@ async fn lock_named<'w>(
 async fn free_runs<'w>(
     conn: &mut PgConnection,
     wanted: impl Iterator<Item = &'w Wanted<'w>>,
-) -> Result<HashMap<(i64, i16), Vec<Run>>, ProcessError> {
+) -> Result<Runs, ProcessError> {
     // The smallest party of each (event, class): no shorter run serves any.
     let mut smallest: BTreeMap<(i64, i16), i32> = BTreeMap::new();
     for w in wanted {
         let party = w.request.party_size() as i32;
         smallest.entry((w.request.event, w.class())).and_modify(|p| *p = (*p).min(party)).or_insert(party);
     }
+    let mut runs = Runs::default();
     if smallest.is_empty() {
-        return Ok(HashMap::new());
+        return Ok(runs);
     }
     let keys: Vec<(i64, i16)> = smallest.keys().copied().collect();
-    let rows: Vec<Run> = sqlx::query_as(allocation::FREE_RUNS)
+    let rows: Vec<RunRow> = sqlx::query_as(allocation::FREE_RUNS)
         .bind(keys.iter().map(|k| k.0).collect::<Vec<_>>())
         .bind(keys.iter().map(|k| k.1).collect::<Vec<_>>())
         .bind(smallest.values().copied().collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await?;
-    let mut runs: HashMap<(i64, i16), Vec<Run>> = HashMap::new();
-    for run in rows {
-        let key = usize::try_from(run.grp - 1).ok().and_then(|k| keys.get(k)).copied();
-        let key = key.ok_or_else(|| unexpected_group(run.grp))?;
-        if run.seats.len() != run.positions.len() || run.seats.len() != run.prices.len() {
-            return Err(ProcessError::Internal(format!("a run of adjacent seats of group {} is ragged", run.grp)));
+    for r in rows {
+        let key = usize::try_from(r.grp - 1).ok().and_then(|k| keys.get(k)).copied();
+        let key = key.ok_or_else(|| unexpected_group(r.grp))?;
+        if !r.has_class {
+            runs.missing.insert(key);
         }
-        runs.entry(key).or_default().push(run);
+        let (Some(row), Some(seats), Some(positions), Some(prices)) = (r.row, r.seats, r.positions, r.prices) else {
+            continue;
+        };
+        if seats.len() != positions.len() || seats.len() != prices.len() {
+            return Err(ProcessError::Internal(format!("a run of adjacent seats of group {} is ragged", r.grp)));
+        }
+        runs.runs.entry(key).or_default().push(Run { row, seats, positions, prices });
     }
     Ok(runs)
 }
 
 /// Statement 5: for each cheapest-first group that came up short, whether
 /// more of its seats are free by committed state than it locked (others
-/// hold some: contention, not a sell-out).
+/// hold some: contention, not a sell-out), and whether the event has the
+/// class at all.
 async fn count_free(conn: &mut PgConnection, groups: &mut [Group]) -> Result<(), ProcessError> {
     let short: Vec<usize> = (0..groups.len()).filter(|&g| (groups[g].locked.len() as i32) < groups[g].lock).collect();
     if short.is_empty() {
         return Ok(());
     }
     let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
-    let free: Vec<(i64, i64)> =
+    let free: Vec<(i64, i64, bool)> =
         bind_groups(sqlx::query_as(allocation::COUNT_FREE), subset.iter().copied()).fetch_all(&mut *conn).await?;
-    for (k, free) in free {
+    for (k, free, has_class) in free {
         let g = usize::try_from(k - 1).ok().and_then(|k| short.get(k)).copied();
         let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(k))?;
         group.contended = free > group.locked.len() as i64;
+        group.has_class = has_class;
     }
     Ok(())
 }
@@ -568,6 +599,9 @@ fn cheapest(group: &mut Group, r: &SeatRequest, seats: &Seats) -> Result<Vec<Sea
     if group.contended || robbed {
         return Err(Decision::Contended);
     }
+    if !group.has_class {
+        return Err(unknown_class(group.event, group.class));
+    }
     Err(Decision::Reject(
         ErrorCode::SoldOut,
         format!("{} seat(s) of class {} left on event {}, {party} requested", mine.len(), group.class, group.event),
@@ -628,14 +662,19 @@ enum Together {
 
 /// A side-by-side party: the cheapest block of adjacent seats left, or why
 /// there is none.
-fn together(runs: &[Run], r: &SeatRequest, seats: &Seats) -> Together {
+fn together(runs: &Runs, r: &SeatRequest, seats: &Seats) -> Together {
     let party = r.party_size() as usize;
+    let class = r.class.unwrap_or_default();
+    if runs.missing.contains(&(r.event, class)) {
+        return Together::No(unknown_class(r.event, class));
+    }
+    let runs = runs.of(r.event, class);
     if let Some(block) = best_block(runs, r.event, party, |k| seats.unusable(k)) {
         return Together::Block(block);
     }
     let none = Decision::Reject(
         ErrorCode::NoAdjacentSeats,
-        format!("no row of event {} has {party} adjacent free seats of class {}", r.event, r.class.unwrap_or_default()),
+        format!("no row of event {} has {party} adjacent free seats of class {class}", r.event),
     );
     match best_block(runs, r.event, party, |k| seats.granted.contains(k)) {
         Some(_) => Together::NoneIfTheyGetTheirs(none),
@@ -673,7 +712,7 @@ async fn lock_blocks(
     conn: &mut PgConnection,
     wanted: &[Wanted<'_>],
     mut pending: Vec<(usize, Vec<i32>)>,
-    runs: &HashMap<(i64, i16), Vec<Run>>,
+    runs: &Runs,
     seats: &mut Seats,
     grants: &mut Vec<(usize, Vec<SeatInfo>)>,
     decisions: &mut [Option<Decision>],
@@ -703,8 +742,7 @@ async fn lock_blocks(
             }
             as_chosen = false;
             seats.elsewhere.extend(block.iter().filter(|&&s| !locked.contains_key(&(event, s))).map(|&s| (event, s)));
-            let runs = runs.get(&(event, w.class())).map_or(&[][..], Vec::as_slice);
-            match best_block(runs, event, w.request.party_size() as usize, |k| seats.unusable(k)) {
+            match best_block(runs.of(event, w.class()), event, w.request.party_size() as usize, |k| seats.unusable(k)) {
                 Some(other) if round < ROUNDS => {
                     seats.reserved.extend(other.iter().map(|&s| (event, s)));
                     next.push((i, other));
@@ -743,6 +781,11 @@ fn sales_message(code: ErrorCode, event: i64) -> String {
         ErrorCode::NotOnSale => format!("event {event} is not on sale yet"),
         _ => format!("sales of event {event} are closed"),
     }
+}
+
+/// An `unknown_class` refusal.
+fn unknown_class(event: i64, class: i16) -> Decision {
+    Decision::Reject(ErrorCode::UnknownClass, format!("event {event} has no seats of class {class}"))
 }
 
 /// A `customer_limit_exceeded` refusal.

@@ -7,9 +7,10 @@
 //! and a claim now would only step over the requests other batches hold (a
 //! lock-manager call each) to find nothing. A batch that fails releases its
 //! requests without a notification, so its loop calls [`Wake::released`].
-//! What becomes claimable otherwise (a retry or requeued request falling
-//! due, requests released by a worker of another process that died) is found
-//! by the fallback poll, as when every loop is idle.
+//! What becomes claimable otherwise is found by the fallback poll, as when
+//! every loop is idle (a retry or requeued request falling due), or by the
+//! rescue (`crate::rescue`: requests released by a worker of another process
+//! that died, taken over as it dies).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

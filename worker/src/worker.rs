@@ -17,7 +17,7 @@ use crate::decision::ProcessError;
 use crate::metrics::{self, Metrics};
 use crate::registry::{self, Identity};
 use crate::wake::Wake;
-use crate::{Config, retention, sweeper};
+use crate::{Config, rescue, retention, sweeper};
 use seatq_core::retry::Jitter;
 
 /// A pool of batch loops sharing one database pool.
@@ -122,6 +122,8 @@ impl Worker {
         let c = &self.config;
         tracker.spawn(listen(self.pool.clone(), wake.clone(), shutdown.clone()));
         let me = Identity::this_process(c.name.clone(), self.settings());
+        let options = self.pool.connect_options().as_ref().clone();
+        tracker.spawn(rescue::run(options, me.host.clone(), me.pid, wake.clone(), shutdown.clone()));
         tracker.spawn(registry::run(
             self.pool.clone(),
             me,

@@ -2,15 +2,8 @@
 //! background, `seatq prune` on demand.
 
 /// Delete up to $2 succeeded or failed requests that finished more than $1
-/// seconds ago. Dead requests are kept: an operator may still retry them.
-/// (`status <> 'queued'` lets the partial index `requests_finished` serve it.)
-pub const PRUNE_FINISHED: &str = "
-WITH old AS (
-    SELECT id FROM seatq.requests
-    WHERE status <> 'queued' AND status <> 'dead'
-      AND finished_at < now() - $1::float8 * interval '1 second'
-    ORDER BY finished_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM seatq.requests r USING old WHERE r.id = old.id";
+/// seconds ago, oldest first; returns how many. Dead requests are kept: an
+/// operator may still retry them. Through `seatq.prune_finished`
+/// (migrations/0001_queue.sql), which the worker role may execute though it
+/// may not delete requests itself.
+pub const PRUNE_FINISHED: &str = "SELECT seatq.prune_finished($1, $2)";

@@ -15,7 +15,8 @@ ORDER BY t.ord";
 
 /// Which requests of a batch (arrays of kind $1, payload $2, key $3) reuse
 /// an idempotency key for another kind or payload: the key's first use is
-/// the stored request if there is one, else the batch's first line with it.
+/// the stored request of this producer (keys are per producer) if there is
+/// one, else the batch's first line with it.
 /// Returns each conflicting line's position (from 1), its key and the id of
 /// the stored request it conflicts with (NULL for a line of the batch).
 /// One pass over the batch, not one per line: each key's first line comes
@@ -34,7 +35,7 @@ WITH b AS (
 SELECT b.ord AS position, b.key, stored.id AS first_id,
        CASE WHEN stored.id IS NULL THEN b.first_ord END AS first_position
 FROM b
-LEFT JOIN seatq.requests stored ON stored.idempotency_key = b.key
+LEFT JOIN seatq.requests stored ON stored.producer = current_user AND stored.idempotency_key = b.key
 WHERE CASE WHEN stored.id IS NOT NULL
            THEN (stored.kind, stored.payload) IS DISTINCT FROM (b.kind, b.payload)
            ELSE (b.first_kind, b.first_payload) IS DISTINCT FROM (b.kind, b.payload) END

@@ -105,15 +105,19 @@ pub const PICK_CHEAPEST: &str = lock_cheapest!("");
 
 /// For each group (as in [`LOCK_CHEAPEST`]), how many of its seats are free by
 /// committed state, counted up to the group's need. More free than locked
-/// means other transactions hold some: contention, not a sell-out.
+/// means other transactions hold some: contention, not a sell-out. With none
+/// free, whether the event has the class at all (`seatq.has_class`): a
+/// class it does not have is `unknown_class`, not `sold_out`.
 pub const COUNT_FREE: &str = "
-SELECT g.ord AS grp,
-       (SELECT count(*) FROM (
-            SELECT 1 FROM seatq.seats
-            WHERE event_id = g.event_id AND class = g.class
-              AND seatq.is_free(state, held_until)
-            LIMIT g.need) f) AS free
-FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)";
+SELECT g.ord AS grp, f.free, f.free > 0 OR seatq.has_class(g.event_id, g.class) AS has_class
+FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS free FROM (
+        SELECT 1 FROM seatq.seats
+        WHERE event_id = g.event_id AND class = g.class
+          AND seatq.is_free(state, held_until)
+        LIMIT g.need) f
+) f";
 
 /// The seats customers named: for every (event $1[k], seat $2[k]) that
 /// exists, the seat, whether this transaction now holds its lock (taken with
@@ -140,23 +144,29 @@ LEFT JOIN locked l ON l.event_id = w.event_id AND l.seat_no = w.seat_no";
 /// The runs of adjacent free seats (consecutive positions in one row) of
 /// group k, class $2[k] on event $1[k], that could seat a party of $3[k],
 /// by committed state: per run, its row and its seats, positions and prices
-/// in position order. Locks are taken afterwards, on the seats chosen
-/// ([`LOCK_FREE_SEATS`]).
+/// in position order. A group with no such run has one row without a run,
+/// saying whether the event has the class at all (`seatq.has_class`: a class
+/// it does not have is `unknown_class`, not `no_adjacent_seats`). Locks are
+/// taken afterwards, on the seats chosen ([`LOCK_FREE_SEATS`]).
 pub const FREE_RUNS: &str = "
-SELECT g.ord AS grp, f.row_no AS row,
-       array_agg(f.seat_no ORDER BY f.pos) AS seats,
-       array_agg(f.pos ORDER BY f.pos) AS positions,
-       array_agg(f.price_cents ORDER BY f.pos) AS prices
+SELECT g.ord AS grp, r.row, r.seats, r.positions, r.prices,
+       r.row IS NOT NULL OR seatq.has_class(g.event_id, g.class) AS has_class
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, party, ord)
-CROSS JOIN LATERAL (
-    SELECT seat_no, row_no, pos, price_cents, pos - row_number() OVER (PARTITION BY row_no ORDER BY pos) AS run
-    FROM seatq.seats
-    WHERE event_id = g.event_id AND class = g.class
-      AND seatq.is_free(state, held_until)
-) f
-GROUP BY g.ord, g.party, f.row_no, f.run
-HAVING count(*) >= g.party
-ORDER BY g.ord, f.row_no, min(f.pos)";
+LEFT JOIN LATERAL (
+    SELECT f.row_no AS row,
+           array_agg(f.seat_no ORDER BY f.pos) AS seats,
+           array_agg(f.pos ORDER BY f.pos) AS positions,
+           array_agg(f.price_cents ORDER BY f.pos) AS prices
+    FROM (
+        SELECT seat_no, row_no, pos, price_cents, pos - row_number() OVER (PARTITION BY row_no ORDER BY pos) AS run
+        FROM seatq.seats
+        WHERE event_id = g.event_id AND class = g.class
+          AND seatq.is_free(state, held_until)
+    ) f
+    GROUP BY f.row_no, f.run
+    HAVING count(*) >= g.party
+) r ON true
+ORDER BY g.ord, r.row, r.positions[1]";
 
 /// Lock these seats ($1[k] event, $2[k] seat) where they are free, skipping
 /// those in-flight transactions hold; returns the seats locked.
@@ -173,8 +183,10 @@ FOR UPDATE OF s SKIP LOCKED";
 /// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
 /// request id, event, seat number. A hold never outlives its event's sales:
 /// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
-/// per hold, not a join: a join lets the planner scan every event). Returns,
-/// per booking, its request, id, expiry and how many seats changed.
+/// per hold, not a join: a join lets the planner scan every event). Each
+/// booking carries its request's producer (another primary-key seek, on the
+/// request this batch has claimed), which alone may see and act on it.
+/// Returns, per booking, its request, id, expiry and how many seats changed.
 ///
 /// The seats are updated as the per-seat list drives, each a primary-key
 /// seek: the list carries each seat's event so that it meets seatq.seats
@@ -189,12 +201,13 @@ WITH b AS (
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
-    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id)
+    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
                 THEN least(now() + b.hold_secs * interval '1 second',
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
-           b.request_id
+           b.request_id,
+           (SELECT r.producer FROM seatq.requests r WHERE r.id = b.request_id)
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)

@@ -1,13 +1,21 @@
 //! Confirming, cancelling and extending bookings: owner-checked, never
 //! waiting on a lock.
 
-/// Lock a booking, failing at once (55P03) if another transaction holds it.
+/// Lock booking $1 for request $2, failing at once (55P03) if another
+/// transaction holds it. Only a booking of the request's producer is found
+/// (`seatq.bookings.producer`, migrations/0006_roles.sql), unless that
+/// producer sees every producer's (`seatq.sees_every_producer`: an admin, a
+/// superuser): to a producer, another's booking does not exist, and it is
+/// neither locked nor waited for. The worker sees every row itself, so the
+/// check is here rather than in row-level security.
 pub const LOCK_BOOKING: &str = "
-SELECT id, event_id, customer, state, seats, total_cents, held_until,
-       seatq.is_lapsed(state, held_until) AS lapsed
-FROM seatq.bookings
-WHERE id = $1
-FOR NO KEY UPDATE NOWAIT";
+WITH asking AS (SELECT producer FROM seatq.requests WHERE id = $2)
+SELECT b.id, b.event_id, b.customer, b.state, b.seats, b.total_cents, b.held_until,
+       seatq.is_lapsed(b.state, b.held_until) AS lapsed
+FROM seatq.bookings b, asking
+WHERE b.id = $1
+  AND (b.producer = asking.producer OR seatq.sees_every_producer(asking.producer))
+FOR NO KEY UPDATE OF b NOWAIT";
 
 /// Lock the seats booking $1 (of event $2) lists ($3), failing at once
 /// (55P03) if another transaction holds one; `owned` says whether the booking

@@ -25,7 +25,9 @@ FOR UPDATE SKIP LOCKED";
 
 /// Write a batch's outcomes in one statement. $1 is a JSON array of outcome
 /// objects. Returns, per finished request, its id, kind, outcome and
-/// enqueue-to-outcome seconds.
+/// enqueue-to-outcome seconds. A request failed as `payload_too_large` keeps
+/// `{}` for its payload, as the insert trigger leaves it
+/// (migrations/0002_validation.sql): no row holds a payload over the limit.
 pub const RECORD_OUTCOMES: &str = "
 WITH o AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
@@ -37,6 +39,7 @@ WITH o AS (
         result = o.result,
         error_code = o.error_code,
         error_message = o.error_message,
+        payload = CASE WHEN o.error_code = 'payload_too_large' THEN '{}'::jsonb ELSE r.payload END,
         attempts = r.attempts + CASE WHEN o.failed_attempt THEN 1 ELSE 0 END,
         contention_retries = r.contention_retries + coalesce(o.contended, 0),
         run_at = CASE WHEN o.retry_in_ms IS NULL THEN r.run_at

@@ -12,3 +12,4 @@ pub mod expiry;
 pub mod fault;
 pub mod metrics;
 pub mod registry;
+pub mod rescue;

@@ -1,0 +1,194 @@
+//! Rescue: a dead worker's requests taken over within milliseconds.
+//!
+//! A worker process that dies mid-batch releases its claimed requests the
+//! moment its connections go (the claim is a row lock of the batch
+//! transaction), but an idle survivor would look only at its next poll. So
+//! every worker holds an advisory lock of its own, its *life lock*
+//! (`seatq.worker_lock(host, pid)`), on a connection of its own for as long
+//! as it runs; and on a second connection it waits for the life lock of the
+//! worker before it in the ring of registered workers (each is watched by
+//! one, whatever the size of the fleet). PostgreSQL grants the wait the
+//! instant the dead worker's session ends, and this worker wakes its idle
+//! loops to claim. A lock wait costs nothing while nothing happens: no
+//! polling, no CPU on either side.
+//!
+//! The two are separate sessions: one session holding its own lock while
+//! waiting for the next worker's would close a cycle round the ring, which
+//! PostgreSQL's deadlock detector would break. The wait is bounded by the
+//! session's `lock_timeout` ([`ROUND`]), after which the ring is read again
+//! (workers come and go). A dead worker's sessions end at about the same
+//! moment, but a batch session busy with a statement ends only once it
+//! finishes, so the loops are woken again a little later ([`AGAIN_AFTER`]).
+//!
+//! Rescue only makes recovery faster: the fallback poll still finds every
+//! released request. A worker that cannot take its life lock (another
+//! session has it: a second worker in the same process) is simply not
+//! watched; one that cannot reach the database retries with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use seatq_core::retry::Jitter;
+use seatq_core::sqlstate::is_lock_unavailable;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{ConnectOptions, Connection};
+use tokio_util::sync::CancellationToken;
+
+use crate::periodic::{Messages, Periodic, Round, Task};
+use crate::sql::{metrics, rescue};
+use crate::wake::Wake;
+
+/// Longest single wait for a watched worker's life lock: the ring is read
+/// again after it, so a worker that joined is watched within this.
+pub const ROUND: Duration = Duration::from_secs(10);
+
+/// After a rescue wake-up, the loops are woken once more after this long:
+/// a batch session of the dead worker that was running a statement ends only
+/// when the statement does.
+pub const AGAIN_AFTER: Duration = Duration::from_millis(25);
+
+/// The name the rescue sessions show in `pg_stat_activity`.
+pub const APPLICATION_NAME: &str = "seatq-worker-rescue";
+
+/// Hold this process's life lock and watch the worker before it until
+/// `shutdown`, waking `wake`'s loops when that worker dies. `options` are
+/// the worker's connection options; `host` and `pid` name this process.
+pub async fn run(options: PgConnectOptions, host: String, pid: u32, wake: Arc<Wake>, shutdown: CancellationToken) {
+    let periodic = Periodic {
+        interval: Duration::ZERO,
+        backoff: Some(Jitter::reconnect()),
+        messages: Messages {
+            failed: "cannot watch the other workers; a dead one's requests wait for the poll",
+            failed_again: Some("still cannot watch the other workers"),
+            recovered: Some("watching the other workers again"),
+        },
+    };
+    // The wait is a statement that lasts up to a round: not a slow one to log.
+    let options = options.application_name(APPLICATION_NAME).disable_statement_logging();
+    let mut rescuer =
+        Rescuer { options, host, pid: pid as i32, wake, life: None, holds: false, watch: None, watched: None };
+    periodic.run(&mut rescuer, &shutdown).await;
+    // Leave politely (the server would end the sessions, and free the life
+    // lock, when the sockets close anyway).
+    for conn in [rescuer.life.take(), rescuer.watch.take()].into_iter().flatten() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
+    }
+}
+
+struct Rescuer {
+    options: PgConnectOptions,
+    host: String,
+    pid: i32,
+    wake: Arc<Wake>,
+    /// The session holding (or trying to hold) the life lock.
+    life: Option<PgConnection>,
+    /// Whether `life` holds it.
+    holds: bool,
+    /// The session that waits.
+    watch: Option<PgConnection>,
+    /// The life lock watched in the last round.
+    watched: Option<i64>,
+}
+
+impl Task for Rescuer {
+    type Error = sqlx::Error;
+
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+        let result = tokio::select! {
+            _ = shutdown.cancelled() => return Round::Stopped,
+            result = self.watch_once() => result,
+        };
+        match result {
+            Ok(()) => Round::Done,
+            Err(e) => {
+                // Connect both anew; the life lock went with its session, if it did.
+                self.life = None;
+                self.watch = None;
+                Round::Failed(e)
+            }
+        }
+    }
+}
+
+impl Rescuer {
+    /// Make sure the life lock is held, find the worker to watch, and wait
+    /// for it to end, for at most a [`ROUND`].
+    async fn watch_once(&mut self) -> Result<(), sqlx::Error> {
+        self.hold().await?;
+        let watch = match &mut self.watch {
+            Some(conn) => conn,
+            None => {
+                let mut conn = self.options.connect().await?;
+                sqlx::query(rescue::SET_LOCK_TIMEOUT)
+                    .bind(format!("{}ms", ROUND.as_millis()))
+                    .execute(&mut conn)
+                    .await?;
+                self.watch.insert(conn)
+            }
+        };
+        let ring: Vec<i64> =
+            sqlx::query_scalar(rescue::RING).bind(&self.host).bind(self.pid).fetch_all(&mut *watch).await?;
+        let mut target = None;
+        for key in ring {
+            let free: bool = sqlx::query_scalar(rescue::LIFE_LOCK_FREE).bind(key).fetch_one(&mut *watch).await?;
+            if !free {
+                target = Some(key);
+                break;
+            }
+            // The worker watched last round ended between two rounds.
+            if self.watched == Some(key) {
+                rescue(&self.wake);
+            }
+        }
+        self.watched = target;
+        let Some(key) = target else {
+            // Nobody else to watch: look again in a round.
+            tokio::time::sleep(ROUND).await;
+            return Ok(());
+        };
+        match sqlx::query(rescue::AWAIT_LIFE_LOCK).bind(key).execute(&mut *watch).await {
+            Ok(_) => {
+                tracing::info!(life_lock = key, "a worker ended; taking over its requests");
+                rescue(&self.wake);
+                Ok(())
+            }
+            Err(e) if is_lock_unavailable(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Take the life lock if this process does not hold it yet, and check
+    /// that the session holding it is still there.
+    async fn hold(&mut self) -> Result<(), sqlx::Error> {
+        let life = match &mut self.life {
+            Some(conn) => conn,
+            None => {
+                self.holds = false;
+                self.life.insert(self.options.connect().await?)
+            }
+        };
+        if self.holds {
+            sqlx::query(metrics::PING).execute(&mut *life).await?;
+        } else {
+            self.holds = sqlx::query_scalar(rescue::HOLD_LIFE_LOCK)
+                .bind(&self.host)
+                .bind(self.pid)
+                .fetch_one(&mut *life)
+                .await?;
+            if !self.holds {
+                tracing::debug!("another session holds this process's life lock; this worker is not watched");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Wake every idle loop to claim now, and again a little later.
+fn rescue(wake: &Arc<Wake>) {
+    wake.everyone();
+    let wake = Arc::clone(wake);
+    tokio::spawn(async move {
+        tokio::time::sleep(AGAIN_AFTER).await;
+        wake.everyone();
+    });
+}

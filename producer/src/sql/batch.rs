@@ -4,9 +4,12 @@
 
 use super::queue::request_columns;
 
-/// Which of these idempotency keys ($1) are taken, and by which request.
+/// Which of these idempotency keys ($1) this producer has used (keys are
+/// per producer), and by which request: a seek of the key's unique index
+/// (producer, key) per key.
 pub const KEYS_TAKEN: &str = "
-SELECT idempotency_key, id FROM seatq.requests WHERE idempotency_key = ANY($1::text[])";
+SELECT idempotency_key, id FROM seatq.requests
+WHERE producer = current_user AND idempotency_key = ANY($1::text[])";
 
 /// The requests of batch $1 by event and class (as their payloads name them:
 /// JSON, decoded by the client, so that no payload a producer wrote by hand

@@ -10,6 +10,7 @@ use crate::SeatAvailability;
 
 /// One class of an event: its seats, how they stand, and its prices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClassAvailability {
     pub class: i16,
     /// Seats of the class in all (not for sale ones too).
@@ -29,6 +30,7 @@ pub struct ClassAvailability {
 
 /// One seat on an event's map.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MapSeat {
     #[sqlx(rename = "seat_no")]
     pub seat: i32,

@@ -404,3 +404,49 @@ async fn parts_turn_off() {
     );
     db.close().await;
 }
+
+#[tokio::test]
+async fn the_pages_and_signing_in() {
+    let (db, ev) = TestDb::with_event("Pages", 12, 6).await;
+    let s = Served::start(&db, Settings { protect_reads: true, ..with_token() }).await;
+    let page = |path: &str| {
+        let (http, url) = (s.http.clone(), s.url(path));
+        async move {
+            let r = http.get(url).send().await.expect("page");
+            (r.status().as_u16(), r.text().await.expect("page text"))
+        }
+    };
+    let (status, html) = page(&format!("/shop/{ev}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(html.matches("data-seat=").count(), 12, "every seat drawn");
+    assert!(html.contains(r#"data-seat="12""#) && html.contains(r#"class="seat free""#));
+    assert_eq!(page("/shop/999").await.0, 404);
+    assert_eq!(page(&format!("/shop/{ev}?hold_seconds=0")).await.0, 400);
+    let (status, html) = page("/").await;
+    assert_eq!(status, 200);
+    assert!(html.contains(&format!("/shop/{ev}")));
+
+    // Reads protected: the dashboard asks for the token.
+    let (status, html) = page("/dashboard").await;
+    assert_eq!(status, 401);
+    assert!(html.contains(r#"action="/dashboard/login""#));
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    let wrong = http.post(s.url("/dashboard/login")).form(&[("token", "nope")]).send().await.expect("sign in");
+    assert_eq!(wrong.status().as_u16(), 403);
+    let right = http.post(s.url("/dashboard/login")).form(&[("token", TOKEN)]).send().await.expect("sign in");
+    assert_eq!(right.status().as_u16(), 303);
+    let cookie = right.headers()["set-cookie"].to_str().expect("cookie").to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = cookie.split(';').next().expect("name=value").to_string();
+    let signed = http.get(s.url("/dashboard")).header("Cookie", &cookie).send().await.expect("dashboard");
+    assert_eq!(signed.status().as_u16(), 200);
+    let html = signed.text().await.expect("dashboard text");
+    assert!(html.contains(r#"data-testid="requests-queued""#) && html.contains("Signed in"));
+    let event = http.get(s.url(&format!("/dashboard/events/{ev}"))).header("Cookie", &cookie).send().await;
+    assert_eq!(event.expect("event page").status().as_u16(), 200);
+    // The cookie also carries operator actions.
+    let retried = http.post(s.url("/api/ops/dead/retry")).header("Cookie", &cookie).send().await.expect("retry");
+    assert_eq!(retried.status().as_u16(), 200);
+    assert_eq!(page("/assets/seatq.js").await.0, 200);
+    db.close().await;
+}

@@ -41,6 +41,7 @@ pub mod error;
 mod lapsed;
 mod maps;
 mod openapi;
+mod pages;
 mod shop;
 mod sql;
 mod wait;
@@ -109,6 +110,11 @@ pub enum SettingsError {
     ProtectedWithoutToken,
     #[error("the operator token is empty")]
     EmptyToken,
+    #[error(
+        "the operator token may hold only printable ASCII without spaces, quotes, commas, semicolons or backslashes \
+         (it travels in a cookie)"
+    )]
+    TokenNotCookieSafe,
     #[error("everything is turned off: keep at least one of the API, the checkout page and the dashboard")]
     NothingToServe,
 }
@@ -121,6 +127,10 @@ impl Settings {
         }
         if self.operator_token.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(SettingsError::EmptyToken);
+        }
+        let cookie_safe = |t: &str| t.bytes().all(|b| b.is_ascii_graphic() && !b"\",;\\".contains(&b));
+        if self.operator_token.as_deref().is_some_and(|t| !cookie_safe(t)) {
+            return Err(SettingsError::TokenNotCookieSafe);
         }
         if self.protect_reads && self.operator_token.is_none() {
             return Err(SettingsError::ProtectedWithoutToken);

@@ -89,6 +89,9 @@ pub(crate) struct DrawnSeat {
     pub price_cents: i32,
     /// `free`, `held`, `booked` or `not_for_sale`: the CSS class.
     pub state: &'static str,
+    /// The same in words, and the price as money, for the seat's tooltip.
+    pub state_text: &'static str,
+    pub price: String,
     /// How the venue names it: "Stalls, row A, seat 1".
     pub name: String,
 }
@@ -150,6 +153,8 @@ pub(crate) fn draw(seats: &[MapSeat]) -> Drawing {
                     class: seat.class,
                     price_cents: seat.price_cents,
                     state: seat.state.as_str(),
+                    state_text: legend_text(seat.state),
+                    price: money(i64::from(seat.price_cents)),
                     name: seat_name(seat),
                 });
             }
@@ -170,13 +175,51 @@ fn seat_name(seat: &MapSeat) -> String {
     format!("{section}row {}, seat {}", seat.row_label, seat.label)
 }
 
-/// Every state a seat can show in, with its legend text.
-pub(crate) const LEGEND: [(SeatAvailability, &str); 4] = [
-    (SeatAvailability::Free, "free"),
-    (SeatAvailability::Held, "held"),
-    (SeatAvailability::Booked, "booked"),
-    (SeatAvailability::NotForSale, "not for sale"),
-];
+/// Every state a seat can show in (its CSS class), with its legend text.
+pub(crate) fn legend() -> Vec<(&'static str, &'static str)> {
+    use strum::VariantArray as _;
+    SeatAvailability::VARIANTS.iter().map(|s| (s.as_str(), legend_text(*s))).collect()
+}
+
+fn legend_text(state: SeatAvailability) -> &'static str {
+    match state {
+        SeatAvailability::Free => "free",
+        SeatAvailability::Held => "held",
+        SeatAvailability::Booked => "booked",
+        SeatAvailability::NotForSale => "not for sale",
+    }
+}
+
+/// A class's row of the availability table.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ClassRow {
+    pub class: i16,
+    pub free: i64,
+    pub held: i64,
+    pub booked: i64,
+    /// The free seats' prices ("28.00 - 32.50"), or all seats' when none is free.
+    pub prices: String,
+}
+
+pub(crate) fn class_rows(classes: &[ClassAvailability]) -> Vec<ClassRow> {
+    let range = |low: i32, high: i32| match low == high {
+        true => money(i64::from(low)),
+        false => format!("{} - {}", money(i64::from(low)), money(i64::from(high))),
+    };
+    classes
+        .iter()
+        .map(|c| ClassRow {
+            class: c.class,
+            free: c.free,
+            held: c.held,
+            booked: c.booked,
+            prices: match (c.free_min_cents, c.free_max_cents) {
+                (Some(low), Some(high)) => range(low, high),
+                _ => format!("{} (none free)", range(c.min_cents, c.max_cents)),
+            },
+        })
+        .collect()
+}
 
 /// Cents as money: 4500 -> "45.00".
 pub(crate) fn money(cents: i64) -> String {

@@ -7,6 +7,8 @@
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 const afterRefresh = [];
+// The seats of a map (the legend draws circles of the same classes).
+const SEATS = "svg.seatmap circle.seat";
 
 // Replace each [data-refresh] element's content with the server's, every data-every ms.
 function liveParts() {
@@ -49,7 +51,7 @@ function shop() {
   const customer = () => $("#customer").value.trim();
 
   function drawSelection() {
-    const seats = $$("circle.seat").filter((c) => selected.has(Number(c.dataset.seat)));
+    const seats = $$(SEATS).filter((c) => selected.has(Number(c.dataset.seat)));
     const total = seats.reduce((sum, c) => sum + Number(c.dataset.price), 0);
     $("#selection").textContent = seats.length
       ? seats.map((c) => c.dataset.name).join("; ") + " — total " + money(total)
@@ -60,7 +62,7 @@ function shop() {
   // After each refresh: keep the choice where the seats are still free, mark our hold.
   function remark() {
     let lost = 0;
-    for (const c of $$("circle.seat")) {
+    for (const c of $$(SEATS)) {
       const n = Number(c.dataset.seat);
       if (selected.has(n)) {
         if (c.classList.contains("free")) c.classList.add("selected");
@@ -74,7 +76,7 @@ function shop() {
   afterRefresh.push(remark);
 
   document.addEventListener("click", (e) => {
-    const c = e.target.closest && e.target.closest("circle.seat");
+    const c = e.target.closest && e.target.closest(SEATS);
     if (!c || hold) return;
     if (!c.classList.contains("free")) { say("That seat is not free."); return; }
     const n = Number(c.dataset.seat);
@@ -92,8 +94,13 @@ function shop() {
       headers: { "Content-Type": "application/json", "Idempotency-Key": newKey("shop-" + kind) },
       body: JSON.stringify({ kind, payload }),
     });
+    // The server's clock, from its Date header (whole seconds): trusted
+    // only where it disagrees with ours by more than its precision.
     const date = r.headers.get("Date");
-    if (date) offset = Date.parse(date) - Date.now();
+    if (date) {
+      const skew = Date.parse(date) + 500 - Date.now();
+      offset = Math.abs(skew) > 1000 ? skew : 0;
+    }
     let body = await r.json();
     if (!r.ok) return { error: body.error };
     while (body.status === "queued") {
@@ -122,8 +129,8 @@ function shop() {
     const b = record.result;
     hold = { booking: b.booking, customer: b.customer, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
     selected.clear();
-    $$("circle.seat.selected").forEach((c) => c.classList.remove("selected"));
-    hold.seats.forEach((n) => { const c = $(`circle.seat[data-seat="${n}"]`); if (c) c.setAttribute("class", "seat held mine"); });
+    $$(SEATS + ".selected").forEach((c) => c.classList.remove("selected"));
+    hold.seats.forEach((n) => { const c = $(`${SEATS}[data-seat="${n}"]`); if (c) c.setAttribute("class", "seat held mine"); });
     $("#pick").hidden = true;
     const panel = $("#hold-panel");
     panel.hidden = false;
@@ -165,7 +172,7 @@ function shop() {
     if ($("#hold-panel").dataset.state !== "held") return;
     $("#countdown").textContent = "0:00";
     finish("lapsed", "Your hold lapsed", ("Your hold lapsed: the seats are free to others again. " + why).trim());
-    $$("circle.seat.mine").forEach((c) => c.classList.remove("mine"));
+    $$(SEATS + ".mine").forEach((c) => c.classList.remove("mine"));
   }
 
   async function settle(kind) {
@@ -184,7 +191,7 @@ function shop() {
       finish("booked", "Booked", "Booking " + record.result.booking + " is yours: " + named(record.result.seats) + ".");
     } else {
       finish("cancelled", "Cancelled", "Your hold is cancelled; the seats are free to others.");
-      $$("circle.seat.mine").forEach((c) => c.classList.remove("mine"));
+      $$(SEATS + ".mine").forEach((c) => c.classList.remove("mine"));
     }
   }
 

@@ -69,8 +69,10 @@ pub struct EnqueueBody {
     pub run_at: Option<DateTime<Utc>>,
 }
 
-/// A request's payload, by kind.
-#[derive(utoipa::ToSchema)]
+/// A request's payload, by kind: a seat request (hold, book), a booking
+/// reference (confirm, cancel) or a hold extension (extend).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
 #[allow(dead_code)] // described, never built: the payload is checked by seatq's own validation
 pub enum Payload {
     Seats(seatq::SeatRequest),

@@ -111,7 +111,7 @@ async fn figures(s: &AppState) -> Result<DashboardLive, PageError> {
     let count = |status: Status| stats.requests.get(status.as_str()).copied().unwrap_or(0);
     Ok(DashboardLive {
         requests: Status::VARIANTS.iter().map(|st| (st.as_str(), count(*st))).collect(),
-        oldest_queued: stats.oldest_queued_secs.map_or_else(|| "none queued".to_string(), |s| format!("{s:.1} s")),
+        oldest_queued: stats.oldest_queued_secs.map_or_else(|| "–".to_string(), |s| format!("{s:.1} s")),
         seats: stats.seats.into_iter().collect(),
         chart: Chart::of(&buckets),
         workers: workers.iter().map(WorkerRow::of).collect(),
@@ -213,6 +213,9 @@ struct Chart {
     bars: Vec<Bar>,
     p50: String,
     p95: String,
+    /// The same points, each drawn too (a line of one point shows nothing).
+    p50_dots: Vec<(i32, i32)>,
+    p95_dots: Vec<(i32, i32)>,
 }
 
 struct Bar {
@@ -250,17 +253,18 @@ impl Chart {
                 }
             })
             .collect();
-        let line = |pick: fn(&Bucket) -> Option<f64>| {
-            let points: Vec<String> = buckets
+        let dots = |pick: fn(&Bucket) -> Option<f64>| -> Vec<(i32, i32)> {
+            buckets
                 .iter()
                 .enumerate()
                 .filter_map(|(i, b)| {
-                    let x = left as f64 + (i as f64 + 0.5) * step;
-                    pick(b).map(|v| format!("{x:.0},{}", y_of(v / max_ms)))
+                    let x = left + ((i as f64 + 0.5) * step).round() as i32;
+                    pick(b).map(|v| (x, y_of(v / max_ms)))
                 })
-                .collect();
-            points.join(" ")
+                .collect()
         };
+        let line = |dots: &[(i32, i32)]| dots.iter().map(|(x, y)| format!("{x},{y}")).collect::<Vec<_>>().join(" ");
+        let (p50_dots, p95_dots) = (dots(|b| b.p50_ms), dots(|b| b.p95_ms));
         Chart {
             minutes: CHART_MINUTES,
             bucket_secs: BUCKET_SECS,
@@ -276,8 +280,10 @@ impl Chart {
             first_label: buckets.first().map(|b| b.at.format("%H:%M:%S").to_string()).unwrap_or_default(),
             last_label: buckets.last().map(|b| b.at.format("%H:%M:%S").to_string()).unwrap_or_default(),
             bars,
-            p50: line(|b| b.p50_ms),
-            p95: line(|b| b.p95_ms),
+            p50: line(&p50_dots),
+            p95: line(&p95_dots),
+            p50_dots,
+            p95_dots,
         }
     }
 }
@@ -296,7 +302,7 @@ fn ms(v: Option<f64>) -> String {
 struct EventPage {
     nav: Nav,
     event: EventSeats,
-    starts: String,
+    subtitle: String,
     legend: Vec<(&'static str, &'static str)>,
     shop: bool,
     live: EventLive,
@@ -317,7 +323,7 @@ async fn event_page(State(s): State<AppState>, Path(id): Path<i64>, headers: Hea
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
     let page = EventPage {
         nav: Nav::of(&s),
-        starts: when(event.starts_at),
+        subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
         event: event.clone(),
         legend: maps::legend(),
         shop: false,

@@ -72,6 +72,12 @@ impl IntoResponse for PageError {
     }
 }
 
+/// An event's venue and start, as its page's subtitle.
+pub(crate) fn subtitle(venue: Option<&str>, starts_at: Option<DateTime<Utc>>) -> String {
+    let starts = when(starts_at);
+    [venue.unwrap_or_default(), starts.as_str()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" · ")
+}
+
 /// A time as a page shows it: "2027-03-01 19:30 UTC".
 pub(crate) fn when(t: Option<DateTime<Utc>>) -> String {
     t.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default()

@@ -72,7 +72,7 @@ struct ShopQuery {
 struct ShopPage {
     nav: Nav,
     event: EventSeats,
-    starts: String,
+    subtitle: String,
     hold_seconds: u32,
     parties: Vec<u32>,
     legend: Vec<(&'static str, &'static str)>,
@@ -108,7 +108,7 @@ async fn page(State(s): State<AppState>, Path(event): Path<i64>, Query(q): Query
     let (event, classes, drawing) = event_view(&s, event).await?;
     let page = ShopPage {
         nav: Nav::of(&s),
-        starts: when(event.starts_at),
+        subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
         event,
         hold_seconds,
         parties: (1..=seatq::limits::MAX_PARTY).collect(),

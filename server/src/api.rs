@@ -242,11 +242,21 @@ pub(crate) async fn throughput(
     State(s): State<AppState>,
     Query(w): Query<Window>,
 ) -> Result<Json<Vec<Bucket>>, ApiError> {
-    let minutes = w.minutes.unwrap_or(10);
-    if !(1..=60).contains(&minutes) {
-        return Err(ApiError::invalid(format!("minutes: must be 1 to 60, not {minutes}")));
-    }
+    let minutes = within("minutes", w.minutes.unwrap_or(10), 1..=60)?;
     Ok(Json(throughput_buckets(&s, minutes).await?))
+}
+
+/// `value` of query parameter `name`, if within `range` (else 400
+/// `invalid_request`).
+fn within<T: PartialOrd + std::fmt::Display>(
+    name: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ApiError> {
+    if range.contains(&value) {
+        return Ok(value);
+    }
+    Err(ApiError::invalid(format!("{name}: must be {} to {}, not {value}", range.start(), range.end())))
 }
 
 /// Finished requests of one bucket.
@@ -312,10 +322,7 @@ pub(crate) async fn dead(
     State(s): State<AppState>,
     Query(l): Query<Limit>,
 ) -> Result<Json<Vec<DeadRequest>>, ApiError> {
-    let limit = l.limit.unwrap_or(50);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::invalid(format!("limit: must be 1 to 1000, not {limit}")));
-    }
+    let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
     Ok(Json(dead_requests(&s, limit).await?))
 }
 

@@ -15,7 +15,6 @@ use std::convert::Infallible;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
-use seatq::retry::Jitter;
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -45,18 +44,9 @@ impl Lapsed {
 }
 
 async fn listen(pool: PgPool, heard: broadcast::Sender<i64>) {
-    let mut delays = Jitter::reconnect();
+    let channel = seatq_core::sql::notify::HOLD_LAPSED_CHANNEL;
     loop {
-        let mut listener = match seatq::db::listen(&pool, seatq_core::sql::notify::HOLD_LAPSED_CHANNEL).await {
-            Ok(listener) => listener,
-            Err(e) => {
-                let pause = delays.next_delay();
-                tracing::warn!(error = %e, in_ms = pause.as_millis() as u64, "could not listen for lapsed holds");
-                tokio::time::sleep(pause).await;
-                continue;
-            }
-        };
-        delays.reset();
+        let mut listener = seatq::db::listen_until_connected(&pool, channel, "lapsed holds").await;
         loop {
             match listener.recv().await {
                 Ok(n) => {

@@ -163,7 +163,10 @@ pub(crate) struct AppState {
 /// combine.
 pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -> Result<Router, SettingsError> {
     settings.check()?;
-    let lapsed = lapsed::Lapsed::start(client.pool().clone(), shutdown.clone());
+    let lapsed = match settings.api {
+        true => lapsed::Lapsed::start(client.pool().clone(), shutdown.clone()),
+        false => lapsed::Lapsed::off(),
+    };
     let state = AppState { client, settings: Arc::new(settings.clone()), lapsed, shutdown };
     let mut app = Router::new().route("/healthz", get(health));
     if settings.api {

@@ -29,7 +29,9 @@ pub struct Timeout {
 /// server's longest wait).
 pub(crate) async fn outcome(s: &AppState, id: i64, secs: f64) -> Result<RequestRecord, seatq::Error> {
     let most = s.settings.max_wait();
-    let wait = if secs.is_finite() && secs > 0.0 { Duration::from_secs_f64(secs).min(most) } else { Duration::ZERO };
+    // Longer than the longest (infinity too) is the longest; NaN is nothing.
+    let wait =
+        if secs > 0.0 { Duration::try_from_secs_f64(secs).map_or(most, |w| w.min(most)) } else { Duration::ZERO };
     match s.client.wait(id, Some(wait)).await {
         Err(seatq::Error::Timeout(_)) => s.client.status(id).await,
         answer => answer,

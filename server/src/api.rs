@@ -175,9 +175,8 @@ fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError>
                 .to_string(),
         ),
     };
-    let new = NewRequest { request, idempotency_key, priority, run_at };
-    new.check().map_err(ApiError::refused)?;
-    Ok(new)
+    // The key is checked by the enqueue, as any producer's.
+    Ok(NewRequest { request, idempotency_key, priority, run_at })
 }
 
 /// Read a request as it stands.

@@ -29,8 +29,9 @@ const WITHIN: Duration = Duration::from_secs(20);
 /// Chromium: `$SEATQ_CHROMIUM`, else the first of Debian's and Google's
 /// names on the `PATH`.
 fn chromium() -> PathBuf {
-    if let Some(path) = std::env::var_os("SEATQ_CHROMIUM") {
-        return PathBuf::from(path);
+    if let Some(path) = std::env::var_os("SEATQ_CHROMIUM").map(PathBuf::from) {
+        assert!(path.is_file(), "SEATQ_CHROMIUM names {}, which is not a file", path.display());
+        return path;
     }
     let names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
     let path = std::env::var_os("PATH").unwrap_or_default();

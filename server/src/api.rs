@@ -52,20 +52,18 @@ pub(crate) fn operator_routes(state: &AppState) -> Router<AppState> {
 }
 
 /// The body of `POST /api/requests`: what `seatq.enqueue` takes.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)] // described, never built: the body is read field by field, for each field's error code
 pub struct EnqueueBody {
     /// hold, book, confirm, cancel or extend.
     pub kind: String,
-    /// The request: a [`seatq::SeatRequest`] for hold and book, a
-    /// [`seatq::BookingRef`] for confirm and cancel, a
-    /// [`seatq::HoldExtension`] for extend.
+    /// The request: a SeatRequest for hold and book, a BookingRef for
+    /// confirm and cancel, a HoldExtension for extend.
     #[schema(value_type = Payload)]
     pub payload: Value,
     /// Higher runs first (default 0), -32768 to 32767.
-    #[serde(default)]
     pub priority: Option<i16>,
     /// Not to be processed before this time (RFC 3339; default: at once).
-    #[serde(default)]
     pub run_at: Option<DateTime<Utc>>,
 }
 

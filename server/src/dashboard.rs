@@ -66,14 +66,14 @@ struct SignInPage {
     protect_reads: bool,
 }
 
-/// Reading allowed, or the sign-in page (401).
-fn may_read(s: &AppState, headers: &HeaderMap) -> Result<(), Page> {
+/// The sign-in page (401) when reading is not allowed; none when it is.
+fn denied(s: &AppState, headers: &HeaderMap) -> Option<Page> {
     if auth::check(s, headers, Access::Read).is_ok() {
-        return Ok(());
+        return None;
     }
     let v = Viewer::of(s, headers);
     let page = SignInPage { nav: Nav::of(s), signed_in: false, token_set: v.token_set, protect_reads: v.protect_reads };
-    Err(render(StatusCode::UNAUTHORIZED, &page))
+    Some(render(StatusCode::UNAUTHORIZED, &page))
 }
 
 #[derive(Template)]
@@ -122,7 +122,7 @@ async fn figures(s: &AppState) -> Result<DashboardLive, PageError> {
 }
 
 async fn page(State(s): State<AppState>, headers: HeaderMap) -> Page {
-    if let Err(page) = may_read(&s, &headers) {
+    if let Some(page) = denied(&s, &headers) {
         return page;
     }
     let live = figures(&s).await?;
@@ -138,7 +138,7 @@ async fn page(State(s): State<AppState>, headers: HeaderMap) -> Page {
 }
 
 async fn live(State(s): State<AppState>, headers: HeaderMap) -> Page {
-    if let Err(page) = may_read(&s, &headers) {
+    if let Some(page) = denied(&s, &headers) {
         return page;
     }
     render(StatusCode::OK, &figures(&s).await?)
@@ -317,7 +317,7 @@ struct EventLive {
 }
 
 async fn event_page(State(s): State<AppState>, Path(id): Path<i64>, headers: HeaderMap) -> Page {
-    if let Err(page) = may_read(&s, &headers) {
+    if let Some(page) = denied(&s, &headers) {
         return page;
     }
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
@@ -333,7 +333,7 @@ async fn event_page(State(s): State<AppState>, Path(id): Path<i64>, headers: Hea
 }
 
 async fn event_live(State(s): State<AppState>, Path(id): Path<i64>, headers: HeaderMap) -> Page {
-    if let Err(page) = may_read(&s, &headers) {
+    if let Some(page) = denied(&s, &headers) {
         return page;
     }
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;

@@ -1,7 +1,7 @@
 //! The pages in a real browser: headless Chromium (Debian's `chromium`)
 //! driven over the DevTools protocol (`chromiumoxide`). The checkout page
 //! holds, counts down and confirms exactly the seats clicked (checked in the
-//! database), shows a short hold lapsing, and the dashboard's figures match
+//! database), cancels a hold, shows a short hold lapsing, and the dashboard's figures match
 //! the database while a worker runs; its retry button requeues a dead
 //! request. Screenshots of both pages are saved under `target/browser/`.
 //!
@@ -182,6 +182,22 @@ async fn checkout_and_dashboard_in_chromium() {
     .await
     .expect("booked seats");
     assert_eq!(booked, wanted.map(|n| (n, "Ann Browser".to_string())));
+    // Another hold on the same page, cancelled: the seat is free again.
+    click(&page, "#again").await;
+    click(&page, r#"circle.seat[data-seat="50"]"#).await;
+    click(&page, "#hold").await;
+    assert!(panel_in(&page, "held", WITHIN).await, "no second hold: {}", text(&page, "#message").await);
+    click(&page, "#cancel").await;
+    assert!(panel_in(&page, "cancelled", WITHIN).await, "not cancelled: {}", text(&page, "#message").await);
+    let (state, seat): (String, String) = sqlx::query_as(
+        "SELECT b.state::text, s.state::text FROM seatq.bookings b, seatq.seats s
+         WHERE b.customer = 'Ann Browser' AND b.state <> 'booked' AND s.event_id = b.event_id AND s.seat_no = 50",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("the cancelled hold");
+    assert_eq!((state.as_str(), seat.as_str()), ("cancelled", "available"));
+
     // Once the map refreshes, they show booked to everyone.
     let reload = chrome.browser.new_page(s.url(&format!("/shop/{ev}"))).await.expect("another page");
     for seat in wanted {

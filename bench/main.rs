@@ -6,6 +6,7 @@
 //! prints one table (or JSON). See docs/benchmarks.md.
 
 mod procs;
+mod producers;
 mod readers;
 mod report;
 mod run;
@@ -79,6 +80,13 @@ struct Args {
     /// ones sharing a read).
     #[arg(long, default_value_t = seatq::view_cache::DEFAULT_MAX_AGE.as_millis() as u64, value_name = "MS")]
     readers_max_age_ms: u64,
+    /// Also book through the HTTP API beside direct: this many producers,
+    /// each sending one request at a time and waiting for its outcome, once
+    /// through the producer library (direct) and once through `seatq
+    /// serve`'s API (http), in alternate runs of each scenario and strategy;
+    /// the report gives http's throughput against direct's (0 = off).
+    #[arg(long, default_value_t = 0, value_name = "PRODUCERS")]
+    http: usize,
     /// Enqueue at this many requests per second instead of all at once.
     #[arg(long)]
     rate: Option<f64>,
@@ -157,10 +165,19 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             .with_context(|| format!("seeding {name}"))?;
         // With readers, each strategy runs without them and with them, in turn.
         let with_readers = (args.readers > 0.0).then_some(args.readers);
+        // With --http, each strategy also runs its producers direct and over HTTP.
+        let producers: Vec<Option<(usize, producers::Via)>> = match args.http {
+            0 => vec![None],
+            n => vec![None, Some((n, producers::Via::Direct)), Some((n, producers::Via::Http))],
+        };
         let plans: Vec<Plan> = strategies
             .iter()
             .flat_map(|strategy| [(strategy, None)].into_iter().chain(with_readers.map(|r| (strategy, Some(r)))))
-            .map(|(strategy, readers)| Plan {
+            .flat_map(|(strategy, readers)| {
+                let producers = if readers.is_none() { producers.clone() } else { vec![None] };
+                producers.into_iter().map(move |p| (strategy, readers, p))
+            })
+            .map(|(strategy, readers, producers)| Plan {
                 scenario,
                 strategy: strategy.to_string(),
                 requests: ((args.requests.unwrap_or(d.requests) as f64 * args.scale).round() as usize).max(1),
@@ -176,10 +193,15 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 readers,
                 readers_max_age: Duration::from_millis(args.readers_max_age_ms),
                 keep: args.keep,
+                producers,
             })
             .collect();
         let db = |plan: &Plan| {
-            let load = if plan.rate.is_some() { "_steady" } else { "" };
+            let load = match plan.producers {
+                Some((_, via)) => format!("_{}", via.name()),
+                None if plan.rate.is_some() => "_steady".to_string(),
+                None => String::new(),
+            };
             let readers = if plan.readers.is_some() { "_readers" } else { "" };
             format!("{template}_{}{load}{readers}", plan.strategy.replace('-', "_"))
         };
@@ -203,6 +225,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             let steady = (args.steady_at > 0.0
                 && plan.rate.is_none()
                 && plan.readers.is_none()
+                && plan.producers.is_none()
                 && plan.backlog == 0
                 && plan.strategy == Strategy::default().as_str())
             .then_some(measured.requests_per_sec * args.steady_at * streamed);

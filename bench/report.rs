@@ -135,6 +135,20 @@ pub fn table(results: &[Measured]) -> String {
                 );
             }
         }
+        if m.load.ends_with(" producers http") {
+            let direct = m.load.replace(" http", " direct");
+            let direct =
+                results.iter().find(|o| o.scenario == m.scenario && o.strategy == m.strategy && o.load == direct);
+            if let Some(direct) = direct.filter(|d| d.requests_per_sec > 0.0) {
+                let _ = write!(
+                    out,
+                    "; through the HTTP API {:.0} req/s against {:.0} direct: {:.2} × direct",
+                    m.requests_per_sec,
+                    direct.requests_per_sec,
+                    m.requests_per_sec / direct.requests_per_sec
+                );
+            }
+        }
         for v in &m.violations {
             let _ = write!(out, "\n  VIOLATION {v}");
         }

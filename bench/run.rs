@@ -18,6 +18,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::procs::{self, Launch, Workers};
+use crate::producers::{self, Via};
 use crate::readers::{Readers, Reads};
 use crate::scenario::{self, Scenario};
 
@@ -53,13 +54,19 @@ pub struct Plan {
     pub readers_max_age: Duration,
     /// Leave the run's database for inspection instead of dropping it.
     pub keep: bool,
+    /// Producers sending the burst one request at a time, each waiting for
+    /// its outcome, and how (`None`: the burst is enqueued at once).
+    pub producers: Option<(usize, Via)>,
 }
 
 impl Plan {
     /// "burst", or "N/s" for a steady stream; with " + N reads/s" when
     /// storefront readers run beside.
     pub fn load(&self) -> String {
-        let load = self.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s"));
+        let load = match self.producers {
+            Some((n, via)) => format!("{n} producers {}", via.name()),
+            None => self.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s")),
+        };
         match self.readers {
             Some(r) => format!("{load} + {r:.0} reads/s"),
             None => load,
@@ -223,13 +230,19 @@ pub async fn run(
     };
     let started = Instant::now();
     let t0: DateTime<Utc>;
-    let feeder = match plan.rate {
-        None => {
+    let feeder = match (plan.producers, plan.rate) {
+        (Some((n, via)), _) => {
+            enqueue(&pool, &backlog, 0).await.context("enqueuing the backlog")?;
+            t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
+            let client = producers::connect(&url).await?;
+            Some(tokio::spawn(producers::produce(client, via, burst, n)))
+        }
+        (None, None) => {
             backlog.extend(burst);
             t0 = enqueue(&pool, &backlog, 0).await.context("enqueuing the burst")?;
             None
         }
-        Some(rate) => {
+        (None, Some(rate)) => {
             enqueue(&pool, &backlog, 0).await.context("enqueuing the backlog")?;
             t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
             Some(tokio::spawn(stream(pool.clone(), burst, rate)))

@@ -15,14 +15,16 @@ use sqlx::postgres::PgConnection;
 async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
     let bench = env!("CARGO_BIN_EXE_seatq-bench");
     let prefix = format!("seatq_test_{}_bench", std::process::id());
-    let runs: [(&str, &str, &[&str]); 3] = [
+    let runs: [(&str, &str, &[&str]); 4] = [
         ("all", "skip-locked", &[]),
         ("hot", "blocking,nowait,serializable", &["--keep"]),
         ("hot", "skip-locked", &["--readers", "50"]),
+        ("spread", "skip-locked", &["--http", "4"]),
     ];
     for (scenario, strategies, extra) in runs {
         let keep = extra.contains(&"--keep");
         let readers = extra.contains(&"--readers");
+        let http = extra.contains(&"--http");
         let output = Command::new(bench)
             .args(["--database-url", &common::server_url()])
             .args(["--db-prefix", &prefix])
@@ -38,6 +40,8 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             "all" => ["spread", "hot", "checkout", "deep", "on-sale"].map(|s| (s, "skip-locked")).to_vec(),
             // With readers, each strategy runs without them, then with them.
             _ if readers => strategies.split(',').flat_map(|s| [("hot", s), ("hot", s)]).collect(),
+            // With --http, the burst, then the producers direct and over HTTP.
+            _ if http => vec![(scenario, strategies); 3],
             _ => strategies.split(',').map(|s| ("hot", s)).collect(),
         };
         let got: Vec<(&str, &str)> = results
@@ -73,6 +77,10 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
                 let served: u64 = ["fresh", "stale", "waited"].iter().filter_map(|k| reads[k].as_u64()).sum();
                 assert_eq!(Some(served), reads["reads"].as_u64(), "{name}: {reads}");
                 assert!(reads["db_reads"].as_u64().is_some(), "{name}: {reads}");
+            }
+            if http && r["load"] != "burst" {
+                let via = if r["load"] == "4 producers direct" { "direct" } else { "http" };
+                assert_eq!(r["load"], format!("4 producers {via}"), "{name}");
             }
             if keep {
                 assert_kept(&format!("{prefix}_hot_{}", r["strategy"].as_str().unwrap_or_default()), requests).await;

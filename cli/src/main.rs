@@ -171,6 +171,9 @@ enum Command {
         #[arg(long, default_value_t = 7 * 24, value_parser = clap::value_parser!(u64).range(0..=seatq_core::limits::MAX_RETENTION_HOURS))]
         older_than_hours: u64,
     },
+    /// Serve the HTTP API, the checkout page and the operator dashboard (docs/http.md) until SIGINT or
+    /// SIGTERM.
+    Serve(ServeArgs),
     /// Print a shell completion script, e.g. `seatq completions bash > /etc/bash_completion.d/seatq`.
     Completions {
         /// The shell to complete in.
@@ -181,6 +184,40 @@ enum Command {
         /// The page of this command (e.g. hold) instead of seatq's.
         command: Option<String>,
     },
+}
+
+#[derive(Debug, ClapArgs)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SEATQ_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    addr: std::net::SocketAddr,
+    /// Turn the JSON API off (the checkout page needs it: turn that off too).
+    #[arg(long, env = "SEATQ_NO_API")]
+    no_api: bool,
+    /// Turn the checkout page (/shop/EVENT) off.
+    #[arg(long, env = "SEATQ_NO_SHOP")]
+    no_shop: bool,
+    /// Turn the operator dashboard (/dashboard) off.
+    #[arg(long, env = "SEATQ_NO_DASHBOARD")]
+    no_dashboard: bool,
+    /// Read the operator token from this file (its first line). Else it comes from the environment
+    /// variable SEATQ_OPERATOR_TOKEN; never from the command line, where `ps` would show it. Without
+    /// one, operator actions (retrying dead requests) are off.
+    #[arg(long, env = "SEATQ_OPERATOR_TOKEN_FILE", value_name = "PATH")]
+    operator_token_file: Option<std::path::PathBuf>,
+    /// Reading the dashboard and /api/ops/... needs the operator token too (else reading is open).
+    #[arg(long, env = "SEATQ_PROTECT_READS")]
+    protect_reads: bool,
+    /// Database connections of the server, 1 to 1000 (waiting for outcomes takes one more, however many
+    /// wait).
+    #[arg(long, env = "SEATQ_HTTP_POOL", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pool_size: u32,
+    /// The longest an HTTP request may take, in seconds, 3 to 3600 (a long-poll waits a little less).
+    #[arg(long, env = "SEATQ_HTTP_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
+    request_timeout_secs: u64,
+    /// Log as JSON lines.
+    #[arg(long, env = "SEATQ_LOG_JSON")]
+    log_json: bool,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -292,7 +329,11 @@ async fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return refused_command_line(e),
     };
-    seatq_core::bin::init_tracing(false, "warn");
+    match &cli.command {
+        // A server logs what it serves; a command only its retries.
+        Command::Serve(args) => seatq_core::bin::init_tracing(args.log_json, "info"),
+        _ => seatq_core::bin::init_tracing(false, "warn"),
+    }
     let json = cli.json;
     match run(cli).await {
         Ok(code) => code,
@@ -346,7 +387,7 @@ impl std::error::Error for Usage {}
 fn error_code(e: &anyhow::Error) -> &'static str {
     for cause in e.chain() {
         if let Some(e) = cause.downcast_ref::<seatq::Error>() {
-            return seatq_error_code(e);
+            return e.code();
         }
         if cause.is::<std::io::Error>() {
             return "io";
@@ -356,23 +397,6 @@ fn error_code(e: &anyhow::Error) -> &'static str {
         }
     }
     "internal"
-}
-
-/// The `code` of a seatq error.
-fn seatq_error_code(e: &seatq::Error) -> &'static str {
-    match e {
-        seatq::Error::BadUrl(_) => "bad_url",
-        seatq::Error::Unreachable { .. } => "unreachable",
-        seatq::Error::Invalid(refused) => refused.code(),
-        seatq::Error::NotFound(_) => "not_found",
-        seatq::Error::Timeout(_) => "timeout",
-        seatq::Error::CommitUnknown { .. } => "commit_unknown",
-        seatq::Error::Db(_) => "database",
-        seatq::Error::Shared(e) => seatq_error_code(e),
-        seatq::Error::Migrate(_) => "migration",
-        seatq::Error::OldSchema { .. } => "old_schema",
-        seatq::Error::SchemaMismatch { .. } => "schema_mismatch",
-    }
 }
 
 /// The error and its causes, each shown once: many errors (sqlx's among
@@ -422,6 +446,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Man { command } => {
             print_raw(&manual(command.as_deref())?).context("writing the manual page")?;
         }
+        Command::Serve(args) => return serve(&ctx, args).await,
         Command::Migrate => {
             ctx.connect().await?;
             println!("migrations applied");
@@ -645,6 +670,46 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
         partial: a.partial,
         together: a.together,
     }
+}
+
+/// `seatq serve`: bind, connect, serve until SIGINT or SIGTERM.
+async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let operator_token = match &args.operator_token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(text.lines().next().unwrap_or_default().trim().to_string())
+        }
+        None => std::env::var("SEATQ_OPERATOR_TOKEN").ok(),
+    };
+    let settings = seatq_server::Settings {
+        api: !args.no_api,
+        shop: !args.no_shop,
+        dashboard: !args.no_dashboard,
+        operator_token,
+        protect_reads: args.protect_reads,
+        request_timeout: Duration::from_secs(args.request_timeout_secs),
+        ..seatq_server::Settings::default()
+    };
+    settings.check().map_err(|e| Usage(e.to_string()))?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // Bind before connecting: a taken port is a mistake to report at once.
+    let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
+    let url = &ctx.database_url;
+    let client = ctx.retry.run("connecting", || seatq_server::connect(url, args.pool_size, ACQUIRE_TIMEOUT)).await?;
+    let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage(e.to_string()))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, api = !args.no_api, shop = !args.no_shop, dashboard = !args.no_dashboard, "seatq serve: http://{addr}/");
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
+    seatq_server::serve(listener, router, shutdown).await.context("serving HTTP")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Validate, enqueue (under the given idempotency key, else a random one,

@@ -113,6 +113,23 @@ pub async fn listen(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Er
     Ok(listener)
 }
 
+/// [`listen`], tried again on the shared reconnect schedule
+/// ([`crate::retry::Jitter::reconnect`]) until it works; each failure is
+/// logged (`warn`) as "could not listen for `what`".
+pub async fn listen_until_connected(pool: &PgPool, channel: &str, what: &str) -> PgListener {
+    let mut delays = crate::retry::Jitter::reconnect();
+    loop {
+        match listen(pool, channel).await {
+            Ok(listener) => return listener,
+            Err(e) => {
+                let pause = delays.next_delay();
+                tracing::warn!(error = %e, in_ms = pause.as_millis() as u64, "could not listen for {what}");
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+}
+
 /// A connection to the target database, created first when the server
 /// answers "does not exist". Each connection attempt waits at most `within`.
 async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Result<PgConnection, Error> {

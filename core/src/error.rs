@@ -108,6 +108,26 @@ impl From<sqlx::Error> for Error {
 }
 
 impl Error {
+    /// The stable code of this error, as `seatq --json` and `seatq serve`'s
+    /// API print it: a refused request's own [`ErrorCode`], else one of
+    /// `bad_url`, `unreachable`, `not_found`, `timeout`, `commit_unknown`,
+    /// `database`, `migration`, `old_schema`, `schema_mismatch`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::BadUrl(_) => "bad_url",
+            Error::Unreachable { .. } => "unreachable",
+            Error::Invalid(refused) => refused.code(),
+            Error::NotFound(_) => "not_found",
+            Error::Timeout(_) => "timeout",
+            Error::CommitUnknown { .. } => "commit_unknown",
+            Error::Db(_) => "database",
+            Error::Shared(e) => e.code(),
+            Error::Migrate(_) => "migration",
+            Error::OldSchema { .. } => "old_schema",
+            Error::SchemaMismatch { .. } => "schema_mismatch",
+        }
+    }
+
     /// Whether this is a connection-level failure that may go away by itself:
     /// no server answers, the connection was lost, or the server is shutting
     /// down, crashed or starting up (see [`sqlstate::is_connection_level`]).

@@ -18,6 +18,7 @@ macro_rules! labelled {
             Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize,
             strum::IntoStaticStr, strum::Display, strum::EnumString, strum::VariantArray,
         )]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(rename_all = "snake_case")]
         #[strum(serialize_all = "snake_case")]
         pub enum $name { $($body)* }
@@ -64,6 +65,7 @@ macro_rules! seatq_enum {
 
 /// The `result` of a successful request: the booking as it now stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BookingResult {
     /// Booking id, to confirm or cancel with.
     pub booking: i64,
@@ -87,6 +89,7 @@ pub struct BookingResult {
 
 /// One seat of a booking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SeatInfo {
     pub seat: i32,
     pub class: i16,
@@ -263,6 +266,7 @@ impl Status {
 
 /// A request row as a producer sees it.
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RequestRecord {
     pub id: i64,
     pub kind: String,

@@ -29,6 +29,7 @@ pub enum Request {
 
 /// The payload of `hold` and `book`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SeatRequest {
     /// The event (flight, show) to take seats on.
@@ -57,6 +58,7 @@ pub struct SeatRequest {
 
 /// The payload of `confirm` and `cancel`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BookingRef {
     /// The booking id from the hold's or book's result.
@@ -67,6 +69,7 @@ pub struct BookingRef {
 
 /// The payload of `extend`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HoldExtension {
     /// The booking id from the hold's result.

@@ -20,6 +20,7 @@ use crate::SeatAvailability;
 
 /// One class of an event: its seats, how they stand, and its prices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClassAvailability {
     pub class: i16,
     /// Seats of the class in all (not for sale ones too).
@@ -41,6 +42,7 @@ pub struct ClassAvailability {
 /// shows. Its layout's fields are read through it (`seat.label`), and in
 /// JSON they sit beside `state`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MapSeat {
     #[serde(flatten)]
     #[sqlx(flatten)]
@@ -66,6 +68,7 @@ impl std::ops::Deref for MapSeat {
 /// Where a seat is and what it costs (`seatq.seat_layout`): the part of the
 /// map that never changes once an event's seats are made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LayoutSeat {
     #[sqlx(rename = "seat_no")]
     pub seat: i32,

@@ -63,6 +63,7 @@ impl From<Request> for NewRequest {
 
 /// A snapshot of the queue and the inventory.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stats {
     /// Requests by status (queued, succeeded, failed, dead).
     pub requests: BTreeMap<String, i64>,
@@ -94,6 +95,7 @@ pub struct Latency {
 
 /// A registered, live worker process.
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerInfo {
     pub id: i64,
     pub name: String,
@@ -651,6 +653,7 @@ impl Client {
 
 /// An event as `seatq event list` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventSummary {
     pub id: i64,
     pub name: String,

@@ -24,7 +24,6 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::outcome::RequestRecord;
-use crate::retry::Jitter;
 use crate::{Error, db, sql};
 
 /// How often every waiter's row is re-read whatever the notifications say
@@ -275,18 +274,10 @@ async fn serve(shared: &Shared) {
 /// the reader's poll; once it is back, everyone is re-read, since
 /// notifications sent meanwhile are lost.
 async fn listen(shared: Arc<Shared>) {
-    let mut delays = Jitter::reconnect();
+    let channel = seatq_core::sql::notify::DONE_CHANNEL;
     loop {
-        let mut listener = match db::listen(&shared.pool, seatq_core::sql::notify::DONE_CHANNEL).await {
-            Ok(listener) => listener,
-            Err(e) => {
-                let pause = delays.next_delay();
-                tracing::warn!(error = %e, in_ms = pause.as_millis() as u64, "could not listen for finished requests; polling meanwhile");
-                tokio::time::sleep(pause).await;
-                continue;
-            }
-        };
-        delays.reset();
+        let what = "finished requests (polling meanwhile)";
+        let mut listener = db::listen_until_connected(&shared.pool, channel, what).await;
         recheck_all(&shared);
         if let Err(e) = receive(&shared, &mut listener).await {
             tracing::warn!(error = %e, "lost the connection listening for finished requests; polling meanwhile");

@@ -2,6 +2,8 @@
 //! in-process workers, and the invariant check every booking test ends with.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 

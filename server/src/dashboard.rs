@@ -1,0 +1,367 @@
+//! The operator dashboard (`/dashboard`): queue depth by status and the
+//! oldest queued request's age, throughput and enqueue-to-outcome latency
+//! over the last minutes (a chart), live workers with their heartbeats and
+//! settings, dead requests with their last error and a retry action, and
+//! per event the seats sold, held and free, each with its seat map
+//! (`/dashboard/events/{id}`). Refreshed every two seconds (`.../live`).
+//!
+//! Reading is open unless reads are protected; acting (retry) always needs
+//! the operator token, which the sign-in form puts in an HttpOnly cookie.
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use seatq::{Status, WorkerInfo};
+use serde::Deserialize;
+use strum::VariantArray as _;
+
+use crate::AppState;
+use crate::api::{BUCKET_SECS, Bucket, DeadRequest};
+use crate::auth::{self, Access};
+use crate::maps::{self, ClassRow, Drawing, EventSeats};
+use crate::pages::{Nav, Page, PageError, render, when};
+
+/// How far back the chart looks.
+const CHART_MINUTES: u32 = 10;
+/// How many dead requests and events the dashboard lists, the latest first.
+const DEAD_SHOWN: i64 = 20;
+const EVENTS_SHOWN: i64 = 30;
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/dashboard", get(page))
+        .route("/dashboard/live", get(live))
+        .route("/dashboard/events/{id}", get(event_page))
+        .route("/dashboard/events/{id}/live", get(event_live))
+        .route("/dashboard/login", post(login))
+        .route("/dashboard/logout", post(logout))
+}
+
+/// Who is looking, for the sign-in box.
+struct Viewer {
+    signed_in: bool,
+    token_set: bool,
+    protect_reads: bool,
+}
+
+impl Viewer {
+    fn of(s: &AppState, headers: &HeaderMap) -> Viewer {
+        Viewer {
+            signed_in: auth::signed_in(s, headers),
+            token_set: s.settings.operator_token.is_some(),
+            protect_reads: s.settings.protect_reads,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "signin_page.html")]
+struct SignInPage {
+    nav: Nav,
+    signed_in: bool,
+    token_set: bool,
+    protect_reads: bool,
+}
+
+/// The sign-in page (401) when reading is not allowed; none when it is.
+fn denied(s: &AppState, headers: &HeaderMap) -> Option<Page> {
+    if auth::check(s, headers, Access::Read).is_ok() {
+        return None;
+    }
+    let v = Viewer::of(s, headers);
+    let page = SignInPage { nav: Nav::of(s), signed_in: false, token_set: v.token_set, protect_reads: v.protect_reads };
+    Some(render(StatusCode::UNAUTHORIZED, &page))
+}
+
+#[derive(Template)]
+#[template(path = "dashboard.html")]
+struct DashboardPage {
+    nav: Nav,
+    signed_in: bool,
+    token_set: bool,
+    protect_reads: bool,
+    live: DashboardLive,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard_live.html")]
+struct DashboardLive {
+    requests: Vec<(&'static str, i64)>,
+    oldest_queued: String,
+    seats: Vec<(String, i64)>,
+    chart: Chart,
+    workers: Vec<WorkerRow>,
+    dead: Vec<DeadRow>,
+    dead_total: i64,
+    events: Vec<EventSeats>,
+}
+
+/// Everything the dashboard shows, read at once.
+async fn figures(s: &AppState) -> Result<DashboardLive, PageError> {
+    let (stats, workers, buckets, dead, events) = tokio::try_join!(
+        s.client.stats(),
+        s.client.workers(),
+        crate::api::throughput_buckets(s, CHART_MINUTES),
+        crate::api::dead_requests(s, DEAD_SHOWN),
+        maps::event_seats(&s.client, EVENTS_SHOWN, None),
+    )?;
+    let count = |status: Status| stats.requests.get(status.as_str()).copied().unwrap_or(0);
+    Ok(DashboardLive {
+        requests: Status::VARIANTS.iter().map(|st| (st.as_str(), count(*st))).collect(),
+        oldest_queued: stats.oldest_queued_secs.map_or_else(|| "–".to_string(), |s| format!("{s:.1} s")),
+        seats: stats.seats.into_iter().collect(),
+        chart: Chart::of(&buckets),
+        workers: workers.iter().map(WorkerRow::of).collect(),
+        dead: dead.iter().map(DeadRow::of).collect(),
+        dead_total: count(Status::Dead),
+        events,
+    })
+}
+
+async fn page(State(s): State<AppState>, headers: HeaderMap) -> Page {
+    if let Some(page) = denied(&s, &headers) {
+        return page;
+    }
+    let live = figures(&s).await?;
+    let v = Viewer::of(&s, &headers);
+    let page = DashboardPage {
+        nav: Nav::of(&s),
+        signed_in: v.signed_in,
+        token_set: v.token_set,
+        protect_reads: v.protect_reads,
+        live,
+    };
+    render(StatusCode::OK, &page)
+}
+
+async fn live(State(s): State<AppState>, headers: HeaderMap) -> Page {
+    if let Some(page) = denied(&s, &headers) {
+        return page;
+    }
+    render(StatusCode::OK, &figures(&s).await?)
+}
+
+/// A worker as the table shows it.
+struct WorkerRow {
+    name: String,
+    host: String,
+    pid: i32,
+    started: String,
+    heartbeat: String,
+    settings: String,
+}
+
+impl WorkerRow {
+    fn of(w: &WorkerInfo) -> WorkerRow {
+        WorkerRow {
+            name: w.name.clone(),
+            host: w.host.clone(),
+            pid: w.pid,
+            started: when(Some(w.started_at)),
+            heartbeat: format!("{:.1} s ago", w.heartbeat_age_secs),
+            settings: w.settings.to_string(),
+        }
+    }
+}
+
+/// A dead request as the table shows it.
+struct DeadRow {
+    id: i64,
+    kind: String,
+    payload: String,
+    attempts: i32,
+    error: String,
+    finished: String,
+}
+
+impl DeadRow {
+    fn of(d: &DeadRequest) -> DeadRow {
+        let mut payload = d.payload.to_string();
+        if payload.chars().count() > 120 {
+            payload = payload.chars().take(119).chain(['…']).collect();
+        }
+        DeadRow {
+            id: d.id,
+            kind: d.kind.clone(),
+            payload,
+            attempts: d.attempts,
+            error: format!("{}: {}", d.error_code.as_deref().unwrap_or("?"), d.error_message.as_deref().unwrap_or("")),
+            finished: when(d.finished_at),
+        }
+    }
+}
+
+/// The throughput and latency chart, laid out for SVG: a bar per bucket
+/// (requests finished), lines for p50 and p95 latency on a scale of their own.
+struct Chart {
+    minutes: u32,
+    bucket_secs: i64,
+    total: i64,
+    width: i32,
+    height: i32,
+    left: i32,
+    right: i32,
+    top: i32,
+    bottom: i32,
+    max_count: i64,
+    max_latency: String,
+    first_label: String,
+    last_label: String,
+    bars: Vec<Bar>,
+    p50: String,
+    p95: String,
+    /// The same points, each drawn too (a line of one point shows nothing).
+    p50_dots: Vec<(i32, i32)>,
+    p95_dots: Vec<(i32, i32)>,
+}
+
+struct Bar {
+    x: i32,
+    y: i32,
+    width: i32,
+    height: i32,
+    title: String,
+}
+
+impl Chart {
+    fn of(buckets: &[Bucket]) -> Chart {
+        let (width, height, left, right, top, bottom) = (720, 180, 56, 664, 10, 160);
+        let max_count = buckets.iter().map(|b| b.finished).max().unwrap_or(0).max(1);
+        let max_ms = buckets.iter().filter_map(|b| b.p95_ms.or(b.p50_ms)).fold(0.0_f64, f64::max).max(1.0);
+        let step = (right - left) as f64 / buckets.len().max(1) as f64;
+        let y_of = |fraction: f64| bottom - ((bottom - top) as f64 * fraction).round() as i32;
+        let bars = buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let y = y_of(b.finished as f64 / max_count as f64);
+                Bar {
+                    x: left + (i as f64 * step).round() as i32 + 1,
+                    y,
+                    width: (step - 2.0).max(1.0) as i32,
+                    height: bottom - y,
+                    title: format!(
+                        "{}: {} finished, p50 {}, p95 {}",
+                        b.at.format("%H:%M:%S"),
+                        b.finished,
+                        ms(b.p50_ms),
+                        ms(b.p95_ms)
+                    ),
+                }
+            })
+            .collect();
+        let dots = |pick: fn(&Bucket) -> Option<f64>| -> Vec<(i32, i32)> {
+            buckets
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| {
+                    let x = left + ((i as f64 + 0.5) * step).round() as i32;
+                    pick(b).map(|v| (x, y_of(v / max_ms)))
+                })
+                .collect()
+        };
+        let line = |dots: &[(i32, i32)]| dots.iter().map(|(x, y)| format!("{x},{y}")).collect::<Vec<_>>().join(" ");
+        let (p50_dots, p95_dots) = (dots(|b| b.p50_ms), dots(|b| b.p95_ms));
+        Chart {
+            minutes: CHART_MINUTES,
+            bucket_secs: BUCKET_SECS,
+            total: buckets.iter().map(|b| b.finished).sum(),
+            width,
+            height,
+            left,
+            right,
+            top,
+            bottom,
+            max_count,
+            max_latency: ms(Some(max_ms)),
+            first_label: buckets.first().map(|b| b.at.format("%H:%M:%S").to_string()).unwrap_or_default(),
+            last_label: buckets.last().map(|b| b.at.format("%H:%M:%S").to_string()).unwrap_or_default(),
+            bars,
+            p50: line(&p50_dots),
+            p95: line(&p95_dots),
+            p50_dots,
+            p95_dots,
+        }
+    }
+}
+
+/// Milliseconds as the chart labels them.
+fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "–".into(),
+        Some(v) if v >= 1000.0 => format!("{:.1} s", v / 1000.0),
+        Some(v) => format!("{v:.0} ms"),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "event.html")]
+struct EventPage {
+    nav: Nav,
+    event: EventSeats,
+    subtitle: String,
+    legend: Vec<(&'static str, &'static str)>,
+    shop: bool,
+    live: EventLive,
+}
+
+#[derive(Template)]
+#[template(path = "event_live.html")]
+struct EventLive {
+    event: EventSeats,
+    classes: Vec<ClassRow>,
+    drawing: Drawing,
+}
+
+async fn event_page(State(s): State<AppState>, Path(id): Path<i64>, headers: HeaderMap) -> Page {
+    if let Some(page) = denied(&s, &headers) {
+        return page;
+    }
+    let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
+    let page = EventPage {
+        nav: Nav::of(&s),
+        subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
+        event: event.clone(),
+        legend: maps::legend(),
+        shop: false,
+        live: EventLive { event, classes, drawing },
+    };
+    render(StatusCode::OK, &page)
+}
+
+async fn event_live(State(s): State<AppState>, Path(id): Path<i64>, headers: HeaderMap) -> Page {
+    if let Some(page) = denied(&s, &headers) {
+        return page;
+    }
+    let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
+    render(StatusCode::OK, &EventLive { event, classes, drawing })
+}
+
+#[derive(Debug, Deserialize)]
+struct SignIn {
+    token: String,
+}
+
+/// Sign in: the right token goes into the cookie; back to the dashboard.
+async fn login(State(s): State<AppState>, Form(form): Form<SignIn>) -> Response {
+    if !auth::is_operator_token(&s, form.token.trim()) {
+        let page = SignInPage {
+            nav: Nav::of(&s),
+            signed_in: false,
+            token_set: s.settings.operator_token.is_some(),
+            protect_reads: s.settings.protect_reads,
+        };
+        return render(StatusCode::FORBIDDEN, &page).unwrap_or_else(IntoResponse::into_response);
+    }
+    let cookie = format!("{}={}; HttpOnly; SameSite=Strict; Path=/", auth::COOKIE, form.token.trim());
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/dashboard")).into_response()
+}
+
+/// Sign out: the cookie is cleared.
+async fn logout() -> Response {
+    let cookie = format!("{}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0", auth::COOKIE);
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/dashboard")).into_response()
+}

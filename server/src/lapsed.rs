@@ -1,0 +1,103 @@
+//! Lapsed holds, as the workers' sweeper announces them on
+//! `seatq_hold_lapsed` (the booking id; no customer). One listening
+//! connection for the whole process, started with the server, fans each
+//! announcement out to the checkout pages following that booking
+//! (`GET /api/holds/{booking}/lapsed`, Server-Sent Events).
+//!
+//! An announcement is a hint sent as the sweeper marks the hold `expired`:
+//! one sent while the listener reconnects is lost. The page also counts down
+//! to `held_until` itself, which is when the hold lapses whether or not the
+//! sweeper has run (passive expiry), so a lost hint costs nothing but the
+//! confirmation.
+
+use std::convert::Infallible;
+
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::stream::Stream;
+use sqlx::PgPool;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The announcements heard, for every page following one.
+#[derive(Clone)]
+pub(crate) struct Lapsed {
+    heard: broadcast::Sender<i64>,
+}
+
+impl Lapsed {
+    /// Listen until `shutdown`, reconnecting on the shared schedule.
+    pub(crate) fn start(pool: PgPool, shutdown: CancellationToken) -> Lapsed {
+        let (heard, _) = broadcast::channel(1024);
+        let lapsed = Lapsed { heard: heard.clone() };
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = listen(pool, heard) => {}
+            }
+        });
+        lapsed
+    }
+
+    /// No listener: the API, which follows holds, is off.
+    pub(crate) fn off() -> Lapsed {
+        Lapsed { heard: broadcast::channel(1).0 }
+    }
+}
+
+async fn listen(pool: PgPool, heard: broadcast::Sender<i64>) {
+    let channel = seatq_core::sql::notify::HOLD_LAPSED_CHANNEL;
+    loop {
+        let mut listener = seatq::db::listen_until_connected(&pool, channel, "lapsed holds").await;
+        loop {
+            match listener.recv().await {
+                Ok(n) => {
+                    if let Ok(booking) = n.payload().parse::<i64>() {
+                        // No page following is not an error.
+                        let _ = heard.send(booking);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the connection listening for lapsed holds");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Follow a hold: Server-Sent Events.
+///
+/// Event `lapsed` (`{"booking": id}`) once the sweeper announces that the
+/// hold lapsed, and the stream ends; keep-alive comments meanwhile. A hint:
+/// the hold lapses at its `held_until` whether or not this comes.
+#[utoipa::path(get, path = "/api/holds/{booking}/lapsed", tag = "requests",
+    params(("booking" = i64, Path, description = "The hold's booking id")),
+    responses((status = 200, description = "text/event-stream: event lapsed", content_type = "text/event-stream")))]
+pub(crate) async fn events(
+    State(s): State<AppState>,
+    Path(booking): Path<i64>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let mut heard = s.lapsed.heard.subscribe();
+    let stream = crate::wait::async_stream(&s.shutdown, move |tx| async move {
+        loop {
+            let next = tokio::select! {
+                () = tx.closed() => return,
+                next = heard.recv() => next,
+            };
+            match next {
+                Ok(id) if id == booking => {
+                    let data = serde_json::json!({ "booking": booking }).to_string();
+                    let _ = tx.send(Event::default().event("lapsed").data(data)).await;
+                    return;
+                }
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

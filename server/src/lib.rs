@@ -1,0 +1,245 @@
+//! seatq-server: `seatq serve`, one process on tokio and axum offering three
+//! things, each of which can be turned off ([`Settings`]):
+//!
+//! - an HTTP JSON API for producers that cannot or should not hold a database
+//!   connection: enqueue each request kind (with an `Idempotency-Key` header),
+//!   read a request, wait for its outcome (long-poll or Server-Sent Events),
+//!   read availability and seat maps; its OpenAPI description, generated from
+//!   the handlers, at `/api/openapi.json`;
+//! - a checkout page (`/shop/{event}`): the event's seat map as SVG, refreshed
+//!   live; pick seats (or a party size and class), hold, a countdown, confirm
+//!   or cancel;
+//! - an operator dashboard (`/dashboard`): queue depth, throughput and
+//!   latency, workers, dead requests with a retry action, events with their
+//!   seat maps.
+//!
+//! Every action goes through the producer library ([`seatq::Client`]), with
+//! the same validation and queue as any producer: a request the page makes
+//! shows in `seatq stats` like any other. No SQL is built from input.
+//!
+//! # Layout
+//!
+//! - [`api`]: the JSON API's handlers;
+//! - `wait`: long-poll and Server-Sent Events of outcomes, served by the
+//!   client's waiter hub (one listening connection for every waiter);
+//! - `lapsed`: the `seatq_hold_lapsed` announcements, one listener for the
+//!   process, fanned out to the pages' event streams;
+//! - `maps`: reading availability and seat maps (one function each), and
+//!   laying a seat map out as SVG;
+//! - `shop`, `dashboard`: the pages (templates in `templates/`, checked at
+//!   compile time; one script and one style sheet in `assets/`);
+//! - `auth`: the operator token;
+//! - [`error`]: the one JSON error type, seatq's error codes mapped to HTTP
+//!   statuses;
+//! - `openapi`: the generated API description;
+//! - `sql`: the server's own statements (the dashboard's).
+
+pub mod api;
+mod auth;
+mod dashboard;
+pub mod error;
+mod lapsed;
+mod maps;
+mod openapi;
+mod pages;
+mod shop;
+mod sql;
+mod wait;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use seatq::Client;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+pub use error::ApiError;
+pub use openapi::openapi_json;
+
+/// What `seatq serve` offers, and how.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The JSON API (`/api/...`). The checkout page needs it.
+    pub api: bool,
+    /// The checkout page (`/shop/{event}`).
+    pub shop: bool,
+    /// The operator dashboard (`/dashboard`).
+    pub dashboard: bool,
+    /// The operator token: operator actions (retrying dead requests) need it;
+    /// without one they are off.
+    pub operator_token: Option<String>,
+    /// Whether reading operator figures (the dashboard, `/api/ops/...`) needs
+    /// the token too.
+    pub protect_reads: bool,
+    /// How long one HTTP request may take (a long-poll wait is cut to fit).
+    pub request_timeout: Duration,
+    /// The largest request body, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            api: true,
+            shop: true,
+            dashboard: true,
+            operator_token: None,
+            protect_reads: false,
+            request_timeout: Duration::from_secs(30),
+            body_limit: 64 * 1024,
+        }
+    }
+}
+
+/// Settings that do not combine.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("the checkout page needs the API: turn the page off too (--no-shop), or keep the API on")]
+    ShopWithoutApi,
+    #[error(
+        "protecting reads needs an operator token: set SEATQ_OPERATOR_TOKEN or --operator-token-file, or leave reads open"
+    )]
+    ProtectedWithoutToken,
+    #[error("the operator token is empty")]
+    EmptyToken,
+    #[error(
+        "the operator token may hold only printable ASCII without spaces, quotes, commas, semicolons or backslashes \
+         (it travels in a cookie)"
+    )]
+    TokenNotCookieSafe,
+    #[error("everything is turned off: keep at least one of the API, the checkout page and the dashboard")]
+    NothingToServe,
+}
+
+impl Settings {
+    /// Refuse settings that do not combine.
+    pub fn check(&self) -> Result<(), SettingsError> {
+        if self.shop && !self.api {
+            return Err(SettingsError::ShopWithoutApi);
+        }
+        if self.operator_token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(SettingsError::EmptyToken);
+        }
+        let cookie_safe = |t: &str| t.bytes().all(|b| b.is_ascii_graphic() && !b"\",;\\".contains(&b));
+        if self.operator_token.as_deref().is_some_and(|t| !cookie_safe(t)) {
+            return Err(SettingsError::TokenNotCookieSafe);
+        }
+        if self.protect_reads && self.operator_token.is_none() {
+            return Err(SettingsError::ProtectedWithoutToken);
+        }
+        if !(self.api || self.shop || self.dashboard) {
+            return Err(SettingsError::NothingToServe);
+        }
+        Ok(())
+    }
+
+    /// The longest a long-poll or an event stream waits for an outcome
+    /// before answering "not yet": a little under the request timeout.
+    pub fn max_wait(&self) -> Duration {
+        self.request_timeout.saturating_sub(Duration::from_secs(2)).max(Duration::from_secs(1))
+    }
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub client: Client,
+    pub settings: Arc<Settings>,
+    pub lapsed: lapsed::Lapsed,
+    /// Cancelled when the server shuts down: event streams end then.
+    pub shutdown: CancellationToken,
+}
+
+/// The whole application: the parts `settings` turn on, with tracing,
+/// timeouts, compression and a body limit. Fails if the settings do not
+/// combine.
+pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -> Result<Router, SettingsError> {
+    settings.check()?;
+    let lapsed = match settings.api {
+        true => lapsed::Lapsed::start(client.pool().clone(), shutdown.clone()),
+        false => lapsed::Lapsed::off(),
+    };
+    let state = AppState { client, settings: Arc::new(settings.clone()), lapsed, shutdown };
+    let mut app = Router::new().route("/healthz", get(health));
+    if settings.api {
+        app = app.merge(api::routes()).route("/api/openapi.json", get(openapi::serve));
+    }
+    if settings.api || settings.dashboard {
+        app = app.merge(api::operator_routes(&state));
+    }
+    if settings.shop {
+        app = app.merge(shop::routes());
+    }
+    if settings.dashboard {
+        app = app.merge(dashboard::routes());
+    }
+    if settings.shop || settings.dashboard {
+        app = app.route("/", get(shop::index)).route("/assets/{file}", get(asset));
+    }
+    Ok(app
+        .fallback(error::not_found)
+        .layer(RequestBodyLimitLayer::new(settings.body_limit))
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout))
+        // Outside the limits, so that their answers become JSON errors too.
+        .layer(axum::middleware::from_fn(error::json_errors))
+        .layer(CompressionLayer::new())
+        .layer(TraceLayer::new_for_http())
+        .with_state(state))
+}
+
+/// After shutdown, how long connections still open (a long-poll in
+/// progress, a client that never sent its request) may hold the server up.
+const ABANDON_AFTER: Duration = Duration::from_secs(5);
+
+/// Connect to `url` (creating the database and applying migrations if
+/// needed) with a pool of `connections`, each wait for one bounded by
+/// `acquire_timeout` so that a database outage answers 503 soon.
+pub async fn connect(url: &str, connections: u32, acquire_timeout: Duration) -> Result<Client, seatq::Error> {
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(connections).acquire_timeout(acquire_timeout);
+    Ok(Client::from_pool(seatq::db::connect_pool(seatq::db::options(url)?, pool).await?))
+}
+
+/// Serve `router` on `listener` until `shutdown` is cancelled: no new
+/// connections then, event streams end, answers in progress finish, and
+/// connections still open [`ABANDON_AFTER`] later are abandoned.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: CancellationToken) -> std::io::Result<()> {
+    let server = axum::serve(listener, router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    tokio::select! {
+        served = server => served,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(ABANDON_AFTER).await;
+        } => {
+            tracing::info!("abandoning connections still open at shutdown");
+            Ok(())
+        }
+    }
+}
+
+/// 200 when the database answers, else 503 (a JSON error).
+async fn health(axum::extract::State(s): axum::extract::State<AppState>) -> Result<&'static str, ApiError> {
+    sqlx::query(sql::dashboard::PING).execute(s.client.pool()).await.map_err(seatq::Error::from)?;
+    Ok("ok\n")
+}
+
+/// The page assets, compiled in: one script, one style sheet.
+async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> axum::response::Response {
+    let (body, kind) = match file.as_str() {
+        "seatq.js" => (include_str!("../assets/seatq.js"), "text/javascript; charset=utf-8"),
+        "seatq.css" => (include_str!("../assets/seatq.css"), "text/css; charset=utf-8"),
+        _ => return error::not_found().await.into_response(),
+    };
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static(kind)),
+        (header::CACHE_CONTROL, HeaderValue::from_static("max-age=300")),
+    ];
+    (headers, body).into_response()
+}

@@ -1,0 +1,128 @@
+//! The checkout page (`/shop/{event}`): the event's seat map as SVG, its
+//! classes and prices, refreshed every two seconds (`/shop/{event}/live`);
+//! the customer picks seats on the map (or a party size and class), holds
+//! them, watches the countdown to `held_until`, then confirms or cancels.
+//! The page's script sends each step to the JSON API (`POST /api/requests`)
+//! with an idempotency key, so a request the page makes is a request like
+//! any other. A reference storefront to copy: server-rendered HTML, one
+//! small script, no build step.
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde::Deserialize;
+
+use crate::maps::{self, ClassRow, Drawing, EventSeats};
+use crate::pages::{Nav, Page, PageError, render, when};
+use crate::{AppState, error::ApiError};
+
+/// How many events the index lists, the latest first.
+const INDEX_EVENTS: i64 = 100;
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/shop/{event}", get(page)).route("/shop/{event}/live", get(live))
+}
+
+#[derive(Template)]
+#[template(path = "index.html")]
+struct Index {
+    nav: Nav,
+    events: Vec<IndexEvent>,
+}
+
+struct IndexEvent {
+    id: i64,
+    name: String,
+    venue: Option<String>,
+    starts: String,
+    free: i64,
+    held: i64,
+    sold: i64,
+}
+
+/// `/`: the events, with links to their pages.
+pub(crate) async fn index(State(s): State<AppState>) -> Page {
+    let events = maps::event_seats(&s.client, INDEX_EVENTS, None).await?;
+    let events = events
+        .into_iter()
+        .rev()
+        .map(|e| IndexEvent {
+            starts: when(e.starts_at),
+            id: e.id,
+            name: e.name,
+            venue: e.venue,
+            free: e.free,
+            held: e.held,
+            sold: e.sold,
+        })
+        .collect();
+    render(StatusCode::OK, &Index { nav: Nav::of(&s), events })
+}
+
+/// `?hold_seconds=N`: how long the page's holds last.
+#[derive(Debug, Deserialize)]
+struct ShopQuery {
+    hold_seconds: Option<u32>,
+}
+
+#[derive(Template)]
+#[template(path = "shop.html")]
+struct ShopPage {
+    nav: Nav,
+    event: EventSeats,
+    subtitle: String,
+    hold_seconds: u32,
+    parties: Vec<u32>,
+    legend: Vec<(&'static str, &'static str)>,
+    shop: bool,
+    /// For the class picker.
+    classes: Vec<ClassRow>,
+    live: ShopLive,
+}
+
+#[derive(Template)]
+#[template(path = "shop_live.html")]
+struct ShopLive {
+    classes: Vec<ClassRow>,
+    drawing: Drawing,
+}
+
+/// The event, its classes and its map.
+pub(crate) async fn event_view(s: &AppState, event: i64) -> Result<(EventSeats, Vec<ClassRow>, Drawing), PageError> {
+    let Some(summary) = maps::event_seats(&s.client, 1, Some(event)).await?.pop() else {
+        return Err(PageError(ApiError::new(StatusCode::NOT_FOUND, "unknown_event", format!("no event {event}"))));
+    };
+    let classes = maps::availability(&s.client, event).await?;
+    let seats = maps::seat_map(&s.client, event).await?;
+    Ok((summary, maps::class_rows(&classes), maps::draw(&seats)))
+}
+
+async fn page(State(s): State<AppState>, Path(event): Path<i64>, Query(q): Query<ShopQuery>) -> Page {
+    let hold_seconds = q.hold_seconds.unwrap_or(seatq::limits::DEFAULT_HOLD_SECONDS);
+    if !(1..=seatq::limits::MAX_HOLD_SECONDS).contains(&hold_seconds) {
+        let message = format!("hold_seconds: must be 1 to {}, not {hold_seconds}", seatq::limits::MAX_HOLD_SECONDS);
+        return Err(PageError(ApiError::new(StatusCode::BAD_REQUEST, "hold_time_out_of_range", message)));
+    }
+    let (event, classes, drawing) = event_view(&s, event).await?;
+    let page = ShopPage {
+        nav: Nav::of(&s),
+        subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
+        event,
+        hold_seconds,
+        parties: (1..=seatq::limits::MAX_PARTY).collect(),
+        legend: maps::legend(),
+        shop: true,
+        classes: classes.clone(),
+        live: ShopLive { classes, drawing },
+    };
+    render(StatusCode::OK, &page)
+}
+
+/// The part of the page that refreshes: classes and map.
+async fn live(State(s): State<AppState>, Path(event): Path<i64>) -> Page {
+    let classes = maps::availability(&s.client, event).await?;
+    let seats = maps::seat_map(&s.client, event).await?;
+    render(StatusCode::OK, &ShopLive { classes: maps::class_rows(&classes), drawing: maps::draw(&seats) })
+}

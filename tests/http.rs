@@ -1,0 +1,453 @@
+//! `seatq serve`'s JSON API against a real server and database: every
+//! request kind, every error code's HTTP status, idempotency, waiting
+//! (long-poll and Server-Sent Events), lapsed holds, auth on operator
+//! actions, the OpenAPI description.
+
+mod common;
+
+use std::time::Duration;
+
+use common::http::Served;
+use common::{Running, TestDb};
+use seatq::Status;
+use seatq_server::Settings;
+use seatq_worker::Config;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "op-secret-token";
+
+fn with_token() -> Settings {
+    Settings { operator_token: Some(TOKEN.into()), ..Settings::default() }
+}
+
+/// POST a request and wait for its outcome in the same call.
+async fn send(s: &Served, kind: &str, payload: Value) -> Value {
+    let (status, record) = s.post("/api/requests?wait=20", &[], &json!({"kind": kind, "payload": payload})).await;
+    assert_eq!(status, 200, "{kind} {record}");
+    assert_ne!(record["status"], "queued", "{kind} not finished: {record}");
+    record
+}
+
+#[tokio::test]
+async fn every_kind_books_through_the_api() {
+    let (db, ev) = TestDb::with_event("Hamlet", 60, 10).await;
+    let s = Served::start(&db, Settings::default()).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+
+    // hold named seats, extend, confirm
+    let held = send(&s, "hold", json!({"event": ev, "seats": [11, 12], "customer": "ann", "hold_seconds": 60})).await;
+    assert_eq!(held["status"], "succeeded", "{held}");
+    let booking = held["result"]["booking"].as_i64().expect("booking id");
+    assert_eq!(held["result"]["state"], "held");
+    let extended = send(&s, "extend", json!({"booking": booking, "customer": "ann", "hold_seconds": 120})).await;
+    assert_eq!(extended["status"], "succeeded", "{extended}");
+    assert!(extended["result"]["held_until"].as_str() > held["result"]["held_until"].as_str());
+    let confirmed = send(&s, "confirm", json!({"booking": booking, "customer": "ann"})).await;
+    assert_eq!(confirmed["result"]["state"], "booked", "{confirmed}");
+
+    // book by class and party
+    let booked = send(&s, "book", json!({"event": ev, "class": 3, "party": 3, "customer": "bob"})).await;
+    assert_eq!(booked["result"]["seats"].as_array().map(Vec::len), Some(3), "{booked}");
+
+    // hold, then cancel
+    let held = send(&s, "hold", json!({"event": ev, "class": 2, "party": 2, "customer": "cy"})).await;
+    let cy = held["result"]["booking"].as_i64().expect("booking id");
+    let cancelled = send(&s, "cancel", json!({"booking": cy, "customer": "cy"})).await;
+    assert_eq!(cancelled["result"]["state"], "cancelled", "{cancelled}");
+
+    // A refusal is an outcome, not an HTTP error: 200, status failed.
+    let taken = send(&s, "book", json!({"event": ev, "seats": [11], "customer": "dee"})).await;
+    assert_eq!((taken["status"].as_str(), taken["error_code"].as_str()), (Some("failed"), Some("seats_taken")));
+    let wrong = send(&s, "cancel", json!({"booking": booking, "customer": "eve"})).await;
+    assert_eq!(wrong["error_code"], "not_your_hold");
+
+    // The database agrees: ann has seats 11 and 12, bob three, cy none.
+    let owners: Vec<(i32, String)> = sqlx::query_as(
+        "SELECT s.seat_no, b.customer FROM seatq.seats s JOIN seatq.bookings b ON b.id = s.booking_id
+         WHERE s.event_id = $1 AND s.state = 'booked' ORDER BY s.seat_no",
+    )
+    .bind(ev)
+    .fetch_all(&db.pool)
+    .await
+    .expect("booked seats");
+    assert_eq!(owners.iter().filter(|(_, c)| c == "ann").map(|(n, _)| *n).collect::<Vec<_>>(), [11, 12]);
+    assert_eq!(owners.iter().filter(|(_, c)| c == "bob").count(), 3);
+    assert_eq!(owners.len(), 5);
+    // A request made over HTTP is a request like any other: it shows in the stats.
+    let stats = db.client.stats().await.expect("stats");
+    assert_eq!(stats.requests.get("succeeded"), Some(&6));
+    assert_eq!(stats.requests.get("failed"), Some(&2));
+
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn every_error_has_its_code_and_status() {
+    let (db, ev) = TestDb::with_event("Errors", 10, 5).await;
+    let s = Served::start(&db, Settings { body_limit: 16 * 1024, ..Settings::default() }).await;
+    let hold = |payload: Value| json!({"kind": "hold", "payload": payload});
+    let big = "x".repeat(9000);
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        ("not an object", json!([1, 2]), 400, "wrong_type"),
+        ("no kind", json!({"payload": {}}), 400, "missing_field"),
+        ("no payload", json!({"kind": "hold"}), 400, "missing_field"),
+        ("kind not a string", json!({"kind": 1, "payload": {}}), 400, "wrong_type"),
+        ("unknown envelope field", json!({"kind": "hold", "payload": {}, "note": 1}), 400, "unknown_field"),
+        ("bad priority", json!({"kind": "hold", "payload": {}, "priority": 40000}), 400, "wrong_type"),
+        ("bad run_at", json!({"kind": "hold", "payload": {}, "run_at": "soon"}), 400, "wrong_type"),
+        ("unknown kind", json!({"kind": "reserve", "payload": {}}), 400, "unknown_kind"),
+        ("payload not an object", hold(json!([1])), 400, "wrong_type"),
+        ("missing customer", hold(json!({"event": ev, "class": 1, "party": 1})), 400, "missing_field"),
+        ("wrong type", hold(json!({"event": "x", "class": 1, "party": 1, "customer": "c"})), 400, "wrong_type"),
+        (
+            "unknown field",
+            hold(json!({"event": ev, "class": 1, "party": 1, "customer": "c", "partal": true})),
+            400,
+            "unknown_field",
+        ),
+        ("party", hold(json!({"event": ev, "class": 1, "party": 10, "customer": "c"})), 400, "party_out_of_range"),
+        (
+            "hold time",
+            hold(json!({"event": ev, "class": 1, "party": 1, "customer": "c", "hold_seconds": 0})),
+            400,
+            "hold_time_out_of_range",
+        ),
+        (
+            "too many seats",
+            hold(json!({"event": ev, "seats": (1..=10).collect::<Vec<_>>(), "customer": "c"})),
+            400,
+            "too_many_seats",
+        ),
+        ("duplicate seat", hold(json!({"event": ev, "seats": [3, 3], "customer": "c"})), 400, "duplicate_seat"),
+        ("empty customer", hold(json!({"event": ev, "class": 1, "party": 1, "customer": " "})), 400, "invalid_request"),
+        (
+            "payload too large",
+            hold(json!({"event": ev, "class": 1, "party": 1, "customer": big})),
+            413,
+            "payload_too_large",
+        ),
+        ("body over the limit", hold(json!({"customer": "y".repeat(20_000)})), 413, "payload_too_large"),
+    ];
+    for (what, body, status, code) in cases {
+        let (got, answer) = s.post("/api/requests", &[], &body).await;
+        assert_eq!((got, answer["error"]["code"].as_str()), (status, Some(code)), "{what}: {answer}");
+        assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {answer}");
+    }
+    // Not JSON at all.
+    let sent = s.http.post(s.url("/api/requests")).body("hold 2 seats").send().await;
+    let (got, answer) = common::http::answer(sent).await;
+    assert_eq!((got, answer["error"]["code"].as_str()), (400, Some("wrong_type")), "{answer}");
+    // Nothing refused was stored.
+    assert_eq!(db.client.stats().await.expect("stats").requests.values().sum::<i64>(), 0);
+
+    for (path, status, code) in [
+        ("/api/requests/999", 404, "not_found"),
+        ("/api/requests/abc", 400, "invalid_request"),
+        ("/api/requests/999/wait?timeout=0", 404, "not_found"),
+        ("/api/requests/999/events", 404, "not_found"),
+        ("/api/requests/1/wait?timeout=-1", 400, "invalid_request"),
+        ("/api/events/999/availability", 404, "unknown_event"),
+        ("/api/events/999/seats", 404, "unknown_event"),
+        ("/api/ops/throughput?minutes=0", 400, "invalid_request"),
+        ("/api/ops/dead?limit=0", 400, "invalid_request"),
+        ("/api/nothing", 404, "not_found"),
+    ] {
+        let (got, answer) = s.get(path).await;
+        assert_eq!((got, answer["error"]["code"].as_str()), (status, Some(code)), "{path}: {answer}");
+    }
+    let (got, answer) = common::http::answer(s.http.delete(s.url("/api/requests/1")).send().await).await;
+    assert_eq!((got, answer["error"]["code"].as_str()), (405, Some("method_not_allowed")), "{answer}");
+
+    // The database out of reach: 503 unreachable.
+    let options = seatq::db::options(&common::server_url()).expect("URL").port(1);
+    let pool = sqlx::postgres::PgPoolOptions::new().acquire_timeout(Duration::from_secs(2)).connect_lazy_with(options);
+    let down = Served::start_with(seatq::Client::from_pool(pool), Settings::default()).await;
+    let (got, answer) =
+        down.post("/api/requests", &[], &hold(json!({"event": 1, "class": 1, "party": 1, "customer": "c"}))).await;
+    assert_eq!((got, answer["error"]["code"].as_str()), (503, Some("unreachable")), "{answer}");
+    let (got, _) = down.get("/healthz").await;
+    assert_eq!(got, 503);
+    let (got, _) = s.get("/healthz").await;
+    assert_eq!(got, 200);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn an_idempotency_key_enqueues_once() {
+    let (db, ev) = TestDb::with_event("Keys", 10, 5).await;
+    let s = Served::start(&db, Settings::default()).await;
+    let body = json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": 2, "customer": "ann"}});
+    let key = [("Idempotency-Key", "order-1-book")];
+    let (first, a) = s.post("/api/requests", &key, &body).await;
+    let (again, b) = s.post("/api/requests", &key, &body).await;
+    assert_eq!((first, again), (202, 202));
+    assert_eq!(a["id"], b["id"], "{a} {b}");
+    assert_eq!(a["idempotency_key"], "order-1-book");
+    // The same key for another request: refused, nothing stored.
+    let other = json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": 3, "customer": "ann"}});
+    let (status, answer) = s.post("/api/requests", &key, &other).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("idempotency_conflict")), "{answer}");
+    let unreadable = reqwest::header::HeaderValue::from_bytes(b"caf\xe9").expect("an obs-text header");
+    let sent = s.http.post(s.url("/api/requests")).header("Idempotency-Key", unreadable).json(&body).send().await;
+    let (status, answer) = common::http::answer(sent).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("invalid_request")), "{answer}");
+    assert_eq!(db.client.stats().await.expect("stats").requests.get("queued"), Some(&1));
+    db.drain().await;
+    let (_, record) = s.get(&format!("/api/requests/{}", a["id"])).await;
+    assert_eq!(record["status"], "succeeded", "{record}");
+    assert_eq!(db.seats_taken(ev).await, 2);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn waiting_by_long_poll_and_by_events() {
+    let (db, ev) = TestDb::with_event("Waits", 10, 5).await;
+    let s = Served::start(&db, Settings::default()).await;
+    let book = |customer: &str| json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": 1, "customer": customer}});
+
+    // Nothing processes: the long-poll answers with the request still queued.
+    let (_, a) = s.post("/api/requests", &[], &book("ann")).await;
+    let a = a["id"].as_i64().expect("id");
+    let (status, record) = s.get(&format!("/api/requests/{a}/wait?timeout=0.3")).await;
+    assert_eq!((status, record["status"].as_str()), (200, Some("queued")), "{record}");
+
+    // A long-poll and an event stream waiting while a worker processes.
+    let (_, b) = s.post("/api/requests", &[], &book("bob")).await;
+    let b = b["id"].as_i64().expect("id");
+    let poll = tokio::spawn({
+        // Without ?timeout: the server's longest wait.
+        let (http, url) = (s.http.clone(), s.url(&format!("/api/requests/{a}/wait")));
+        async move { common::http::answer(http.get(url).send().await).await }
+    });
+    let events = s.http.get(s.url(&format!("/api/requests/{b}/events"))).send().await.expect("event stream");
+    assert_eq!(events.headers()["content-type"], "text/event-stream");
+    let stream = tokio::spawn(read_events(events, "finished"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!poll.is_finished(), "the long-poll answered before anything was processed");
+    db.drain().await;
+    let (status, record) = poll.await.expect("long-poll");
+    assert_eq!((status, record["status"].as_str()), (200, Some("succeeded")), "{record}");
+    let seen = tokio::time::timeout(Duration::from_secs(20), stream).await.expect("events in time").expect("events");
+    assert_eq!(seen.iter().map(|(e, _)| e.as_str()).collect::<Vec<_>>(), ["queued", "finished"], "{seen:?}");
+    assert_eq!(seen[1].1["status"], "succeeded");
+    assert_eq!(seen[1].1["id"], b);
+
+    // Enqueue and wait in one call, with a worker running.
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let (status, record) = s.post("/api/requests?wait=20", &[], &book("cy")).await;
+    assert_eq!((status, record["status"].as_str()), (200, Some("succeeded")), "{record}");
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
+/// Read Server-Sent Events until the one named `last`: (event, data) pairs.
+async fn read_events(mut response: reqwest::Response, last: &str) -> Vec<(String, Value)> {
+    let mut text = String::new();
+    let mut seen = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            let field = |name: &str| block.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string());
+            if let (Some(event), Some(data)) = (field("event:"), field("data:")) {
+                let done = event == last;
+                seen.push((event, serde_json::from_str(&data).unwrap_or(Value::Null)));
+                if done {
+                    return seen;
+                }
+            }
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_is_announced_to_its_page() {
+    let (db, ev) = TestDb::with_event("Lapse", 10, 5).await;
+    let s = Served::start(&db, Settings::default()).await;
+    let config = Config { sweep_interval: Duration::from_millis(200), ..Config::default() };
+    let workers = Running::start(&db, 1, config).await;
+    let held = send(&s, "hold", json!({"event": ev, "seats": [2], "customer": "ann", "hold_seconds": 1})).await;
+    let booking = held["result"]["booking"].as_i64().expect("booking");
+    let events = s.http.get(s.url(&format!("/api/holds/{booking}/lapsed"))).send().await.expect("event stream");
+    let seen =
+        tokio::time::timeout(Duration::from_secs(20), read_events(events, "lapsed")).await.expect("lapsed in time");
+    assert_eq!(seen.last().map(|(e, d)| (e.as_str(), d["booking"].as_i64())), Some(("lapsed", Some(booking))));
+    let state: String = sqlx::query_scalar("SELECT state::text FROM seatq.bookings WHERE id = $1")
+        .bind(booking)
+        .fetch_one(&db.pool)
+        .await
+        .expect("booking");
+    assert_eq!(state, "expired");
+    let late = send(&s, "confirm", json!({"booking": booking, "customer": "ann"})).await;
+    assert_eq!(late["error_code"], "hold_expired");
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn operator_actions_need_the_token() {
+    let (db, ev) = TestDb::with_event("Ops", 10, 5).await;
+    let id = db.client.enqueue(seatq::Request::Book(common::hold(ev, 1, 1, "ann"))).await.expect("enqueue");
+    sqlx::query("UPDATE seatq.requests SET status = 'dead', finished_at = now(), attempts = 3, error_code = 'internal', error_message = 'boom' WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .expect("kill the request");
+    let retry = format!("/api/ops/dead/{id}/retry");
+
+    // No token set: actions are off, reading is open.
+    let open = Served::start(&db, Settings::default()).await;
+    let (status, answer) = open.post(&retry, &[], &json!({})).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("forbidden")), "{answer}");
+    let (status, dead) = open.get("/api/ops/dead").await;
+    assert_eq!(status, 200);
+    assert_eq!(dead[0]["id"], id);
+    assert_eq!(dead[0]["error_message"], "boom");
+
+    let s = Served::start(&db, with_token()).await;
+    let (status, answer) = s.post(&retry, &[], &json!({})).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (401, Some("unauthorized")), "{answer}");
+    let (status, answer) = s.post(&retry, &[("Authorization", "Bearer wrong")], &json!({})).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("forbidden")), "{answer}");
+    assert_eq!(db.client.status(id).await.expect("status").status, Status::Dead);
+    let bearer = format!("Bearer {TOKEN}");
+    let (status, answer) = s.post(&retry, &[("Authorization", &bearer)], &json!({})).await;
+    assert_eq!((status, answer["requeued"].clone()), (200, json!([id])), "{answer}");
+    assert_eq!(db.client.status(id).await.expect("status").status, Status::Queued);
+    // Not dead any more: nothing to retry.
+    let (status, answer) = s.post(&retry, &[("Authorization", &bearer)], &json!({})).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (404, Some("not_found")), "{answer}");
+    let (status, answer) = s.post("/api/ops/dead/retry", &[("Authorization", &bearer)], &json!({})).await;
+    assert_eq!((status, answer["requeued"].clone()), (200, json!([])), "{answer}");
+
+    // Reads protected: the token is needed to read too.
+    let protected = Served::start(&db, Settings { protect_reads: true, ..with_token() }).await;
+    for path in ["/api/ops/stats", "/api/ops/workers", "/api/ops/dead", "/api/ops/throughput"] {
+        let (status, _) = protected.get(path).await;
+        assert_eq!(status, 401, "{path}");
+        let sent = protected.http.get(protected.url(path)).header("Authorization", &bearer).send().await;
+        let (status, answer) = common::http::answer(sent).await;
+        assert_eq!(status, 200, "{path}: {answer}");
+    }
+    let (status, stats) = open.get("/api/ops/stats").await;
+    assert_eq!((status, stats["requests"]["queued"].as_i64()), (200, Some(1)), "{stats}");
+    // A producer's reads stay open.
+    let (status, _) = protected.get(&format!("/api/events/{ev}/seats")).await;
+    assert_eq!(status, 200);
+    db.drain().await;
+    assert_eq!(db.client.status(id).await.expect("status").status, Status::Succeeded);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn reads_and_the_openapi_description() {
+    let db = TestDb::new().await;
+    let venue = seatq::venue::parse_csv(std::io::BufReader::new(
+        std::fs::File::open("examples/venues/theatre.csv").expect("the sample theatre"),
+    ))
+    .expect("read the venue");
+    let event = seatq::venue::NewEvent { name: "Hamlet".into(), ..Default::default() };
+    let ev = db.client.import_event(&event, &venue.seats).await.expect("import");
+    let s = Served::start(&db, Settings::default()).await;
+    let (status, seats) = s.get(&format!("/api/events/{ev}/seats")).await;
+    assert_eq!(status, 200);
+    assert_eq!(seats.as_array().map(Vec::len), Some(venue.seats.len()));
+    assert_eq!(seats[0]["section"], "Stalls");
+    let blocked = seats.as_array().map_or(0, |a| a.iter().filter(|s| s["state"] == "not_for_sale").count());
+    assert_eq!(blocked, venue.seats.iter().filter(|s| !s.for_sale).count());
+    let (status, classes) = s.get(&format!("/api/events/{ev}/availability")).await;
+    assert_eq!((status, classes.as_array().map(Vec::len)), (200, Some(4)));
+    let (status, events) = s.get("/api/events").await;
+    assert_eq!((status, events[0]["name"].as_str()), (200, Some("Hamlet")));
+
+    let (status, doc) = s.get("/api/openapi.json").await;
+    assert_eq!(status, 200);
+    for path in [
+        "/api/requests",
+        "/api/requests/{id}",
+        "/api/requests/{id}/wait",
+        "/api/requests/{id}/events",
+        "/api/holds/{booking}/lapsed",
+        "/api/events",
+        "/api/events/{id}/availability",
+        "/api/events/{id}/seats",
+        "/api/ops/stats",
+        "/api/ops/workers",
+        "/api/ops/throughput",
+        "/api/ops/dead",
+        "/api/ops/dead/{id}/retry",
+        "/api/ops/dead/retry",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} is not described");
+    }
+    let schemas = &doc["components"]["schemas"];
+    for schema in ["SeatRequest", "BookingRef", "HoldExtension", "RequestRecord", "MapSeat", "ErrorBody"] {
+        assert!(schemas[schema].is_object(), "no schema {schema}");
+    }
+    assert!(schemas["SeatRequest"]["properties"]["party"].is_object());
+    db.close().await;
+}
+
+#[tokio::test]
+async fn parts_turn_off() {
+    let db = TestDb::new().await;
+    let s = Served::start(&db, Settings { api: false, shop: false, ..Settings::default() }).await;
+    assert_eq!(s.get("/api/requests/1").await.0, 404);
+    assert_eq!(s.get("/api/openapi.json").await.0, 404);
+    assert_eq!(s.get("/api/ops/stats").await.0, 200);
+    let refused = Settings { api: false, ..Settings::default() }.check();
+    assert!(refused.is_err(), "a shop without the API");
+    assert!(
+        Settings { protect_reads: true, ..Settings::default() }.check().is_err(),
+        "protected reads without a token"
+    );
+    db.close().await;
+}
+
+#[tokio::test]
+async fn the_pages_and_signing_in() {
+    let (db, ev) = TestDb::with_event("Pages", 12, 6).await;
+    let s = Served::start(&db, Settings { protect_reads: true, ..with_token() }).await;
+    let page = |path: &str| {
+        let (http, url) = (s.http.clone(), s.url(path));
+        async move {
+            let r = http.get(url).send().await.expect("page");
+            (r.status().as_u16(), r.text().await.expect("page text"))
+        }
+    };
+    let (status, html) = page(&format!("/shop/{ev}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(html.matches("data-seat=").count(), 12, "every seat drawn");
+    assert!(html.contains(r#"data-seat="12""#) && html.contains(r#"class="seat free""#));
+    assert_eq!(page("/shop/999").await.0, 404);
+    assert_eq!(page(&format!("/shop/{ev}?hold_seconds=0")).await.0, 400);
+    let (status, html) = page("/").await;
+    assert_eq!(status, 200);
+    assert!(html.contains(&format!("/shop/{ev}")));
+
+    // Reads protected: the dashboard asks for the token.
+    let (status, html) = page("/dashboard").await;
+    assert_eq!(status, 401);
+    assert!(html.contains(r#"action="/dashboard/login""#));
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    let wrong = http.post(s.url("/dashboard/login")).form(&[("token", "nope")]).send().await.expect("sign in");
+    assert_eq!(wrong.status().as_u16(), 403);
+    let right = http.post(s.url("/dashboard/login")).form(&[("token", TOKEN)]).send().await.expect("sign in");
+    assert_eq!(right.status().as_u16(), 303);
+    let cookie = right.headers()["set-cookie"].to_str().expect("cookie").to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = cookie.split(';').next().expect("name=value").to_string();
+    let signed = http.get(s.url("/dashboard")).header("Cookie", &cookie).send().await.expect("dashboard");
+    assert_eq!(signed.status().as_u16(), 200);
+    let html = signed.text().await.expect("dashboard text");
+    assert!(html.contains(r#"data-testid="requests-queued""#) && html.contains("Signed in"));
+    let event = http.get(s.url(&format!("/dashboard/events/{ev}"))).header("Cookie", &cookie).send().await;
+    assert_eq!(event.expect("event page").status().as_u16(), 200);
+    // The cookie also carries operator actions.
+    let retried = http.post(s.url("/api/ops/dead/retry")).header("Cookie", &cookie).send().await.expect("retry");
+    assert_eq!(retried.status().as_u16(), 200);
+    assert_eq!(page("/assets/seatq.js").await.0, 200);
+    db.close().await;
+}

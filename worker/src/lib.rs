@@ -111,8 +111,9 @@ pub struct Config {
     pub batch_size: i64,
     /// Requests claimed per transaction while a backlog lasts: a claim that
     /// comes back full doubles the next one, up to this (at least
-    /// `batch_size`, at most [`MAX_BATCH_SIZE`]); one that comes back short
-    /// starts again from `batch_size`.
+    /// `batch_size`, at most [`MAX_BATCH_SIZE`]); one that comes back short,
+    /// or whose requests found seats held by other batches, starts again
+    /// from `batch_size`.
     pub backlog_batch_size: i64,
     /// How often an idle loop polls when no NOTIFY arrives.
     pub poll_interval: Duration,

@@ -1,6 +1,7 @@
 //! The worker process: batch loops, the wake-up listener, the sweeper, the
 //! registry heartbeat, retention and metrics, with graceful shutdown.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +31,12 @@ pub struct Worker {
     turns: Arc<Semaphore>,
     /// Where `/metrics` is served, taken by `run`.
     metrics_listener: Arc<Mutex<Option<TcpListener>>>,
+    /// Requests the next claim of any loop asks for: doubled after a full
+    /// claim whose requests all found their seats free of other batches'
+    /// locks, back to `batch_size` after a short or contended one (see
+    /// [`Config::backlog_batch_size`]). Shared by the loops: where batches
+    /// collide over the same seats, one collision makes them all smaller.
+    claim_size: Arc<AtomicI64>,
 }
 
 impl Worker {
@@ -95,7 +102,8 @@ impl Worker {
         config.concurrency = config.concurrency.max(1);
         config.max_active = config.max_active.clamp(1, Semaphore::MAX_PERMITS);
         let turns = Arc::new(Semaphore::new(config.max_active));
-        Worker { pool, config, metrics: Arc::default(), turns, metrics_listener: Arc::default() }
+        let claim_size = Arc::new(AtomicI64::new(config.batch_size));
+        Worker { pool, config, metrics: Arc::default(), turns, metrics_listener: Arc::default(), claim_size }
     }
 
     /// Serve `/metrics` and `/healthz` on this listener while running.
@@ -191,8 +199,6 @@ impl Worker {
         // request that breaks its connection holds up only itself, and is
         // found out: its attempt is then counted (see below).
         let mut careful: usize = 0;
-        // Doubled after a full claim, back to batch_size after a short one.
-        let mut size = self.config.batch_size;
         let mut in_hand = Vec::new();
         while !shutdown.is_cancelled() {
             // A turn first (outside the batch's time limit: waiting for one
@@ -209,6 +215,7 @@ impl Worker {
                 self.idle(&wake, &shutdown).await;
                 continue;
             }
+            let size = self.claim_size.load(Ordering::Relaxed);
             let limit = if careful > 0 { 1 } else { size };
             careful = careful.saturating_sub(1);
             let batch = self.process_once(limit, &mut in_hand, Some(&wake));
@@ -221,16 +228,22 @@ impl Worker {
                 Ok(Ok(pass))
                     if pass.left_over > 0 || (pass.claimed as i64 >= limit && !wake.drained_since(pass.ticket)) =>
                 {
-                    // A backlog: bigger batches, fewer commits per request.
-                    if limit == size && pass.claimed as i64 >= limit {
-                        size = (size * 2).min(self.config.backlog_batch_size);
+                    // A backlog: bigger batches, fewer commits per request;
+                    // but where batches collide over the same seats (a hot
+                    // event), smaller ones collide less.
+                    if pass.contended > 0 {
+                        self.claim_size.store(self.config.batch_size, Ordering::Relaxed);
+                    } else if limit == size && pass.claimed as i64 >= limit {
+                        let grown = (size * 2).min(self.config.backlog_batch_size);
+                        // Unless another loop changed it meanwhile.
+                        let _ = self.claim_size.compare_exchange(size, grown, Ordering::Relaxed, Ordering::Relaxed);
                     }
                     pauses.committed();
                     continue;
                 }
                 Ok(Ok(_)) => {
                     pauses = Pauses::new();
-                    size = self.config.batch_size;
+                    self.claim_size.store(self.config.batch_size, Ordering::Relaxed);
                 }
                 // A serialization failure at commit (--strategy serializable),
                 // or lock_timeout in a batch that took no savepoint:
@@ -263,7 +276,7 @@ impl Worker {
                     // Its requests are claimable again, unannounced.
                     wake.released();
                     careful = self.config.batch_size as usize;
-                    size = self.config.batch_size;
+                    self.claim_size.store(self.config.batch_size, Ordering::Relaxed);
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}
@@ -334,6 +347,7 @@ impl Worker {
     ) -> Result<Pass, ProcessError> {
         let strategy = self.config.strategy;
         let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
+        let first_contended = first.contended.len();
         let mut finished = first.finished;
         let mut contended = first.contended;
         let mut jitter = Jitter::contention();
@@ -348,7 +362,13 @@ impl Worker {
             finished += report.finished;
             contended = report.contended;
         }
-        Ok(Pass { claimed: first.claimed, finished, left_over: first.left_over, ticket: first.ticket })
+        Ok(Pass {
+            claimed: first.claimed,
+            finished,
+            contended: first_contended,
+            left_over: first.left_over,
+            ticket: first.ticket,
+        })
     }
 }
 
@@ -356,6 +376,9 @@ impl Worker {
 struct Pass {
     claimed: usize,
     finished: usize,
+    /// Of the claimed, how many found seats they needed held by other
+    /// transactions (retried after a backoff).
+    contended: usize,
     /// Claimed but left for the next batch: due now.
     left_over: usize,
     /// The claim's ticket (see [`Wake`]).

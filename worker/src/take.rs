@@ -250,6 +250,8 @@ pub async fn allocate(
     let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale)).await?;
     count_free(conn, &mut groups).await?;
     let mut used = customer_seats(conn, wanted, &events).await?;
+    let group_of: HashMap<(i64, i16), usize> =
+        groups.iter().enumerate().map(|(g, gr)| ((gr.event, gr.class), g)).collect();
 
     let mut seats = Seats::default();
     let mut decisions: Vec<Option<Decision>> = (0..wanted.len()).map(|_| None).collect();
@@ -292,9 +294,9 @@ pub async fn allocate(
         }
         let taken = match w.how() {
             How::Cheapest => {
-                let group = groups
-                    .iter_mut()
-                    .find(|g| g.event == r.event && g.class == w.class())
+                let group = group_of
+                    .get(&(r.event, w.class()))
+                    .and_then(|&g| groups.get_mut(g))
                     .ok_or_else(|| ProcessError::Internal(format!("no group for request {}", w.request_id)))?;
                 cheapest(group, r, &seats)
             }

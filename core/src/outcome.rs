@@ -268,21 +268,36 @@ impl Status {
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RequestRecord {
+    /// The request's id, as the enqueue returned it.
     pub id: i64,
+    /// hold, book, confirm, cancel or extend (any other text is refused as
+    /// `unknown_kind`).
     pub kind: String,
+    /// The request as enqueued (`{}` for one refused as too large).
     pub payload: Value,
+    /// The key that makes enqueueing it again safe, if it was given one.
     pub idempotency_key: Option<String>,
+    /// Claimed before requests of a lower priority.
     pub priority: i16,
+    /// Queued until a batch finishes it, then succeeded, failed or dead.
     pub status: Status,
+    /// Processing attempts that failed unexpectedly.
     pub attempts: i32,
+    /// Times it found the seats it needed held by other transactions.
     pub contention_retries: i32,
+    /// Not claimed before this (a retry's backoff, or the producer's choice).
     pub run_at: DateTime<Utc>,
+    /// When it was enqueued.
     pub created_at: DateTime<Utc>,
+    /// When a batch first processed it.
     pub started_at: Option<DateTime<Utc>>,
+    /// When its outcome was recorded.
     pub finished_at: Option<DateTime<Utc>>,
     /// Present when succeeded: a [`BookingResult`].
     pub result: Option<Value>,
+    /// Why it failed (an [`ErrorCode`], or `internal` for a dead one).
     pub error_code: Option<String>,
+    /// What the code means for this request, naming the field or seats.
     pub error_message: Option<String>,
     /// The batch the request was submitted in, if any (docs/group-bookings.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]

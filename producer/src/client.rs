@@ -529,6 +529,12 @@ impl Client {
             .await?)
     }
 
+    /// The latest `limit` dead requests (failed unexpectedly too many
+    /// times), each with its last error.
+    pub async fn dead_requests(&self, limit: i64) -> Result<Vec<RequestRecord>, Error> {
+        Ok(sqlx::query_as(sql::operations::DEAD_REQUESTS).bind(limit).fetch_all(&self.pool).await?)
+    }
+
     /// Put dead requests back in the queue: `Some(id)` for one, `None` for
     /// all. Returns the ids requeued.
     pub async fn retry_dead(&self, id: Option<i64>) -> Result<Vec<i64>, Error> {

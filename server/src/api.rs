@@ -300,20 +300,6 @@ pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec
         .collect())
 }
 
-/// A dead request: failed unexpectedly too many times.
-#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, utoipa::ToSchema)]
-pub struct DeadRequest {
-    pub id: i64,
-    pub kind: String,
-    pub payload: Value,
-    pub attempts: i32,
-    pub error_code: Option<String>,
-    /// The last error.
-    pub error_message: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
 /// `?limit=N`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct Limit {
@@ -323,17 +309,17 @@ pub struct Limit {
 
 /// Dead requests, the latest first, with their last error.
 #[utoipa::path(get, path = "/api/ops/dead", tag = "operators", params(Limit),
-    responses((status = 200, body = Vec<DeadRequest>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, body = Vec<RequestRecord>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
 pub(crate) async fn dead(
     State(s): State<AppState>,
     Query(l): Query<Limit>,
-) -> Result<Json<Vec<DeadRequest>>, ApiError> {
+) -> Result<Json<Vec<RequestRecord>>, ApiError> {
     let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
     Ok(Json(dead_requests(&s, limit).await?))
 }
 
-pub(crate) async fn dead_requests(s: &AppState, limit: i64) -> Result<Vec<DeadRequest>, seatq::Error> {
-    Ok(sqlx::query_as(sql::DEAD).bind(limit).fetch_all(s.client.pool()).await?)
+pub(crate) async fn dead_requests(s: &AppState, limit: i64) -> Result<Vec<RequestRecord>, seatq::Error> {
+    s.client.dead_requests(limit).await
 }
 
 /// Requests put back in the queue.

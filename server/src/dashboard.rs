@@ -19,7 +19,7 @@ use serde::Deserialize;
 use strum::VariantArray as _;
 
 use crate::AppState;
-use crate::api::{BUCKET_SECS, Bucket, DeadRequest};
+use crate::api::{BUCKET_SECS, Bucket};
 use crate::auth::{self, Access};
 use crate::maps::{self, ClassRow, Drawing, EventSeats};
 use crate::pages::{Nav, Page, PageError, render, when};
@@ -178,7 +178,7 @@ struct DeadRow {
 }
 
 impl DeadRow {
-    fn of(d: &DeadRequest) -> DeadRow {
+    fn of(d: &seatq::RequestRecord) -> DeadRow {
         let mut payload = d.payload.to_string();
         if payload.chars().count() > 120 {
             payload = payload.chars().take(119).chain(['…']).collect();

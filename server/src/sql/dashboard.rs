@@ -25,14 +25,6 @@ FROM (
 ) r
 GROUP BY at ORDER BY at";
 
-/// The latest $1 dead requests, with their last error.
-pub const DEAD: &str = "
-SELECT id, kind, payload, attempts, error_code, error_message, created_at, finished_at
-FROM seatq.requests
-WHERE status = 'dead'
-ORDER BY finished_at DESC NULLS LAST, id DESC
-LIMIT $1";
-
 /// The latest $1 events (or only event $2), each with its seats sold, held
 /// (live holds), free (available, or held past the hold) and not for sale.
 pub const EVENT_SEATS: &str = "

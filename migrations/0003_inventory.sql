@@ -66,7 +66,7 @@ CREATE TABLE seatq.bookings (
 -- The sweeper's seek: holds past their expiry.
 CREATE INDEX bookings_holds_by_expiry ON seatq.bookings (held_until) WHERE state = 'held';
 -- A customer's bookings of an event: the per-customer limit's count.
-CREATE INDEX bookings_by_customer ON seatq.bookings (event_id, customer);
+CREATE INDEX bookings_by_customer ON seatq.bookings (event_id, producer, customer);
 
 CREATE TABLE seatq.seats (
     event_id    bigint NOT NULL REFERENCES seatq.events (id),
@@ -144,10 +144,13 @@ $$;
 -- The advisory-lock key of one customer on one event: a batch checking the
 -- customer's seats against the event's per-customer limit takes it (with a
 -- try-lock, never waiting) until it commits, so two batches cannot both
--- count the same seats as unused.
-CREATE FUNCTION seatq.customer_lock(p_event bigint, p_customer text) RETURNS bigint
+-- count the same seats as unused. A customer is a producer's: customer
+-- names are each shop's own, so two producers' "ann" are two customers,
+-- with a limit each. The producer's name goes in with its length, so that
+-- no other (producer, customer) pair makes the same text.
+CREATE FUNCTION seatq.customer_lock(p_event bigint, p_producer text, p_customer text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT hashtextextended(p_event::text || '/' || p_customer, 0)
+    SELECT hashtextextended(p_event::text || '/' || length(p_producer) || ':' || p_producer || '/' || p_customer, 0)
 $$;
 
 -- Whether event p_event has any seat of class p_class, whatever its state:
@@ -190,8 +193,9 @@ $$;
 -- its caller's, taken before the lock was): it then sees the seats of a
 -- batch that committed, and let go of the lock, while the caller's
 -- statement was starting.
-CREATE FUNCTION seatq.customer_seats(p_event bigint, p_customer text) RETURNS bigint
+CREATE FUNCTION seatq.customer_seats(p_event bigint, p_producer text, p_customer text) RETURNS bigint
 LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     SELECT coalesce(sum(cardinality(b.seats)), 0)::bigint FROM seatq.bookings b
-    WHERE b.event_id = p_event AND b.customer = p_customer AND seatq.is_live(b.state, b.held_until)
+    WHERE b.event_id = p_event AND b.producer = p_producer AND b.customer = p_customer
+      AND seatq.is_live(b.state, b.held_until)
 $$;

@@ -158,7 +158,7 @@ async fn a_customer_another_batch_is_booking_for_on_a_limited_event_is_contentio
     // booking for her does until it commits: her seats cannot be counted yet.
     let mut conn = PgConnection::connect_with(&db.options).await.unwrap();
     let mut locker = conn.begin().await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock(seatq.customer_lock($1, 'ann'))")
+    sqlx::query("SELECT pg_advisory_xact_lock(seatq.customer_lock($1, current_user, 'ann'))")
         .bind(ev)
         .execute(&mut *locker)
         .await

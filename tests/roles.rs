@@ -293,6 +293,32 @@ async fn idempotency_keys_are_per_producer() {
 }
 
 #[tokio::test]
+async fn a_per_customer_limit_counts_each_producers_customers_apart() {
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    sqlx::query("UPDATE seatq.events SET per_customer = 2 WHERE id = $1").bind(ev).execute(&db.pool).await.unwrap();
+    let (a, b) = two_shops(&db).await;
+    // Both shops have a customer called ann, and their requests go in one
+    // batch: each ann gets her two seats.
+    let a_first = a.client.enqueue(Request::Book(hold(ev, 1, 2, "ann"))).await.unwrap();
+    let b_first = b.client.enqueue(Request::Book(hold(ev, 1, 2, "ann"))).await.unwrap();
+    for id in [a_first, b_first] {
+        let r = finished(&db, id).await;
+        assert_eq!(r.booking().map(|b| b.seats.len()), Some(2), "{r:?}");
+    }
+    // Each ann is at her own limit now, and only at her own.
+    let a_more = finished(&db, a.client.enqueue(Request::Book(hold(ev, 1, 1, "ann"))).await.unwrap()).await;
+    let b_more = finished(&db, b.client.enqueue(Request::Book(hold(ev, 1, 1, "ann"))).await.unwrap()).await;
+    assert_eq!(code(&a_more), "customer_limit_exceeded", "{a_more:?}");
+    assert_eq!(code(&b_more), "customer_limit_exceeded", "{b_more:?}");
+    assert!(b_more.error_message.as_deref().is_some_and(|m| m.contains("the customer has 2")), "{b_more:?}");
+    let bob = finished(&db, b.client.enqueue(Request::Book(hold(ev, 1, 2, "bob"))).await.unwrap()).await;
+    assert_eq!(code(&bob), "succeeded", "{bob:?}");
+    assert_eq!(db.seats_taken(ev).await, 6);
+    drop_roles(&db, vec![a, b], &[]).await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
 async fn a_shop_with_several_logins_shares_through_its_own_role() {
     let (db, ev) = TestDb::with_event("E", 60, 6).await;
     let shop = format!("{}_shop", db.name);

@@ -20,6 +20,7 @@ use crate::take::{self, Wanted};
 pub async fn process(
     conn: &mut PgConnection,
     request_id: i64,
+    producer: &str,
     request: &Request,
     strategy: Strategy,
 ) -> Result<Decision, ProcessError> {
@@ -33,7 +34,7 @@ pub async fn process(
         }
         None => {}
     }
-    if let Some(wanted) = Wanted::of(request_id, request) {
+    if let Some(wanted) = Wanted::of(request_id, producer, request) {
         let mut decisions = take::allocate(conn, &[wanted], strategy).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }

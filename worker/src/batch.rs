@@ -75,6 +75,7 @@ pub struct InHand {
 #[derive(sqlx::FromRow)]
 struct Claimed {
     id: i64,
+    producer: String,
     kind: String,
     payload: Value,
     attempts: i32,
@@ -265,8 +266,8 @@ fn retries_of(claim: &Claim<'_>, id: i64) -> i32 {
 
 /// Is this a hold or book, taken with the rest of its batch? (An injected
 /// fault is processed alone, so that it fires.)
-fn is_taker((row, request): &&(&Claimed, Request)) -> bool {
-    Wanted::of(row.id, request).is_some() && fault::injected(request).is_none()
+fn is_taker((_, request): &&(&Claimed, Request)) -> bool {
+    matches!(request, Request::Hold(_) | Request::Book(_)) && fault::injected(request).is_none()
 }
 
 /// Process one request under its own savepoint, returning its outcome (none
@@ -283,7 +284,7 @@ async fn alone(
     let mut savepoint = tx.begin().await?;
     // A panic while processing one request fails that request (counted as an
     // attempt), not the worker or the rest of the batch.
-    let result = caught(allocate::process(&mut savepoint, row.id, request, strategy)).await;
+    let result = caught(allocate::process(&mut savepoint, row.id, &row.producer, request, strategy)).await;
     // Every ending but Done gives the request's seat changes back. If even
     // that fails, the connection is gone: the whole batch rolls back and its
     // requests return to the queue untouched.
@@ -309,7 +310,8 @@ async fn take_all(
     outcomes: &mut Vec<Outcome>,
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
-    let wanted: Vec<Wanted> = takers.iter().filter_map(|(row, request)| Wanted::of(row.id, request)).collect();
+    let wanted: Vec<Wanted> =
+        takers.iter().filter_map(|(row, request)| Wanted::of(row.id, &row.producer, request)).collect();
     let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Outcome>, report: &mut Report| {
         for ((row, _), decision) in takers.iter().copied().zip(decisions) {
             outcomes.extend(outcome_of(row, Ok(decision), claim, retries_of(claim, row.id), report));

@@ -50,19 +50,22 @@ const ROUNDS: usize = 3;
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted<'a> {
     pub request_id: i64,
+    /// The login that enqueued the request: customers are its customers, so
+    /// an event's per-customer limit counts a customer's seats per producer.
+    pub producer: &'a str,
     pub request: &'a SeatRequest,
     pub hold_secs: Option<u32>,
 }
 
 impl<'a> Wanted<'a> {
     /// The request as seats to take, if it takes seats: a hold or a book.
-    pub fn of(request_id: i64, request: &'a Request) -> Option<Wanted<'a>> {
+    pub fn of(request_id: i64, producer: &'a str, request: &'a Request) -> Option<Wanted<'a>> {
         let (r, hold_secs) = match request {
             Request::Hold(r) => (r, Some(r.hold_secs())),
             Request::Book(r) => (r, None),
             Request::Confirm(_) | Request::Cancel(_) | Request::Extend(_) => return None,
         };
-        Some(Wanted { request_id, request: r, hold_secs })
+        Some(Wanted { request_id, producer, request: r, hold_secs })
     }
 
     fn how(&self) -> How {
@@ -260,7 +263,7 @@ pub async fn allocate(
     let mut pending: Vec<(usize, Vec<i32>)> = Vec::new();
     // Customers (on events with a limit) with such a party: their later
     // requests wait, as the count of their seats is not settled yet.
-    let mut unsettled: HashSet<(i64, &str)> = HashSet::new();
+    let mut unsettled: HashSet<Customer> = HashSet::new();
     // Side-by-side parties refused because the blocks chosen for earlier
     // ones are taken.
     let mut provisional: Vec<usize> = Vec::new();
@@ -275,7 +278,7 @@ pub async fn allocate(
             decisions[i] = Some(Decision::Reject(code, sales_message(code, r.event)));
             continue;
         }
-        let customer = (r.event, r.customer.as_str());
+        let customer = (r.event, w.producer, r.customer.as_str());
         if let Some(limit) = rules.per_customer {
             // None: another batch holds the customer's lock, and its
             // bookings are not counted yet.
@@ -442,7 +445,12 @@ pub async fn warm(conn: &mut PgConnection, strategy: Strategy) -> Result<(), Pro
     sqlx::query(allocation::LOCK_NAMED).bind(none).bind(&[] as &[i32]).execute(&mut *conn).await?;
     sqlx::query(allocation::FREE_RUNS).bind(none).bind(&[] as &[i16]).bind(&[] as &[i32]).execute(&mut *conn).await?;
     sqlx::query(allocation::LOCK_FREE_SEATS).bind(none).bind(&[] as &[i32]).execute(&mut *conn).await?;
-    sqlx::query(allocation::CUSTOMER_SEATS).bind(none).bind(&[] as &[&str]).execute(&mut *conn).await?;
+    sqlx::query(allocation::CUSTOMER_SEATS)
+        .bind(none)
+        .bind(&[] as &[&str])
+        .bind(&[] as &[&str])
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -537,6 +545,10 @@ async fn count_free(conn: &mut PgConnection, groups: &mut [Group]) -> Result<(),
     Ok(())
 }
 
+/// A customer on an event: (event, producer, customer name). Customer names
+/// are each producer's own, so two shops' "ann" are two customers.
+type Customer<'w> = (i64, &'w str, &'w str);
+
 /// Statement 6: live seats each customer of the batch already has on each
 /// event with a per-customer limit, `None` where another batch holds the
 /// customer's lock (see [`allocation::CUSTOMER_SEATS`]); no statement when
@@ -545,30 +557,32 @@ async fn customer_seats<'w>(
     conn: &mut PgConnection,
     wanted: &[Wanted<'w>],
     events: &Events,
-) -> Result<HashMap<(i64, &'w str), Option<i64>>, ProcessError> {
+) -> Result<HashMap<Customer<'w>, Option<i64>>, ProcessError> {
     let limited = |event: i64| {
         events.get(&event).copied().flatten().is_some_and(|r| r.refusal.is_none() && r.per_customer.is_some())
     };
-    let mut pairs: Vec<(i64, &'w str)> = wanted
+    let mut customers: Vec<Customer<'w>> = wanted
         .iter()
         .filter(|w| limited(w.request.event))
-        .map(|w| (w.request.event, w.request.customer.as_str()))
+        .map(|w| (w.request.event, w.producer, w.request.customer.as_str()))
         .collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    if pairs.is_empty() {
+    customers.sort_unstable();
+    customers.dedup();
+    if customers.is_empty() {
         return Ok(HashMap::new());
     }
     let rows: Vec<(i64, bool, i64)> = sqlx::query_as(allocation::CUSTOMER_SEATS)
-        .bind(pairs.iter().map(|p| p.0).collect::<Vec<_>>())
-        .bind(pairs.iter().map(|p| p.1).collect::<Vec<_>>())
+        .bind(customers.iter().map(|c| c.0).collect::<Vec<_>>())
+        .bind(customers.iter().map(|c| c.1).collect::<Vec<_>>())
+        .bind(customers.iter().map(|c| c.2).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await?;
     rows.into_iter()
         .map(|(k, locked, used)| {
-            let pair = usize::try_from(k - 1).ok().and_then(|k| pairs.get(k)).copied();
-            pair.map(|p| (p, locked.then_some(used)))
-                .ok_or_else(|| ProcessError::Internal(format!("no customer pair {k}")))
+            let customer = usize::try_from(k - 1).ok().and_then(|k| customers.get(k)).copied();
+            customer
+                .map(|c| (c, locked.then_some(used)))
+                .ok_or_else(|| ProcessError::Internal(format!("no customer {k}")))
         })
         .collect()
 }

@@ -12,18 +12,19 @@ SELECT e.id, seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS ref
 FROM seatq.events e WHERE e.id = ANY($1)";
 
 /// Live seats each customer has on each event (`seatq.customer_seats`): per
-/// pair k, customer $2[k] on event $1[k], and whether this transaction
-/// holds the pair's customer lock (`seatq.customer_lock`, tried, never
+/// customer k, the customer $3[k] of producer $2[k] on event $1[k], and
+/// whether this transaction holds that customer's lock (`seatq.customer_lock`, tried, never
 /// waited for): without it another batch may be booking for the same
 /// customer, and the count (then 0) is not to be trusted. The lock is tried
 /// in its own step, before the count. Only asked about events with a
 /// per-customer limit.
 pub const CUSTOMER_SEATS: &str = "
 WITH k AS MATERIALIZED (
-    SELECT event_id, customer, ord, pg_try_advisory_xact_lock(seatq.customer_lock(event_id, customer)) AS locked
-    FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(event_id, customer, ord)
+    SELECT event_id, producer, customer, ord,
+           pg_try_advisory_xact_lock(seatq.customer_lock(event_id, producer, customer)) AS locked
+    FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS u(event_id, producer, customer, ord)
 )
-SELECT ord AS idx, locked, CASE WHEN locked THEN seatq.customer_seats(event_id, customer) ELSE 0 END AS used
+SELECT ord AS idx, locked, CASE WHEN locked THEN seatq.customer_seats(event_id, producer, customer) ELSE 0 END AS used
 FROM k
 ORDER BY ord";
 

@@ -5,7 +5,7 @@
 /// The row locks are the claim: they last until the batch commits, and vanish
 /// with the connection if the worker dies.
 pub const CLAIM_BATCH: &str = "
-SELECT id, kind, payload, attempts, max_attempts
+SELECT id, producer, kind, payload, attempts, max_attempts
 FROM seatq.requests
 WHERE status = 'queued' AND run_at <= now()
 ORDER BY priority DESC, run_at, id
@@ -17,7 +17,7 @@ pub const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 
 /// Claim these requests again (a contention retry), if still queued and free.
 pub const CLAIM_BY_IDS: &str = "
-SELECT id, kind, payload, attempts, max_attempts
+SELECT id, producer, kind, payload, attempts, max_attempts
 FROM seatq.requests
 WHERE id = ANY($1) AND status = 'queued'
 ORDER BY priority DESC, run_at, id

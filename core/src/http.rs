@@ -48,12 +48,11 @@ pub struct Connections {
 /// `abandon_after` later are abandoned. Errors accepting a connection are
 /// logged and waited out, as `axum::serve` does; serving one connection
 /// never stops the others.
-pub async fn serve(listener: TcpListener, router: Router, connections: Connections, shutdown: CancellationToken) {
+pub async fn serve(mut listener: TcpListener, router: Router, connections: Connections, shutdown: CancellationToken) {
     let mut http = http1::Builder::new();
     // The timer is what makes hyper keep the header timeout at all.
     http.timer(TokioTimer::new()).header_read_timeout(connections.header_timeout);
     let graceful = GracefulShutdown::new();
-    let mut listener = listener;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = axum::serve::Listener::accept(&mut listener) => accepted,

@@ -59,7 +59,12 @@ pub async fn produce(
             let base = format!("http://{}", listener.local_addr()?);
             let settings = seatq_server::Settings { shop: false, dashboard: false, ..Default::default() };
             let router = seatq_server::router(client.clone(), settings, shutdown.clone())?;
-            tokio::spawn(seatq_server::serve(listener, router, shutdown.clone()));
+            tokio::spawn(seatq_server::serve(
+                listener,
+                router,
+                seatq_core::http::DEFAULT_HEADER_TIMEOUT,
+                shutdown.clone(),
+            ));
             Some(base)
         }
     };

@@ -34,11 +34,16 @@ CREATE TABLE seatq.events (
     -- What a storefront shows, and when it may sell (seatq.sale_refusal):
     -- from sales_from (NULL: already) until sales_until (NULL: no end; an
     -- imported event's defaults to its start), unless closed before.
+    -- Each time NULL or finite: no client can read `infinity` (sqlx, for
+    -- one, fails on it), so an event holding one would break every reader
+    -- of it; NULL already says "none". Each check is named
+    -- events_<column>_finite, which is how a client tells which field it
+    -- refused (seatq_core::sqlstate::not_finite_column).
     venue       text,
-    starts_at   timestamptz,
-    sales_from  timestamptz,
-    sales_until timestamptz,
-    closed_at   timestamptz,
+    starts_at   timestamptz CONSTRAINT events_starts_at_finite CHECK (isfinite(starts_at)),
+    sales_from  timestamptz CONSTRAINT events_sales_from_finite CHECK (isfinite(sales_from)),
+    sales_until timestamptz CONSTRAINT events_sales_until_finite CHECK (isfinite(sales_until)),
+    closed_at   timestamptz CONSTRAINT events_closed_at_finite CHECK (isfinite(closed_at)),
     -- At most this many live seats per customer on the event (NULL: no limit).
     per_customer int CHECK (per_customer > 0)
 );

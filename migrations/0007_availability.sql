@@ -1,8 +1,9 @@
 -- Availability: what a storefront shows before anyone books, readable by the
 -- producer role. Per class of an event, how many seats are free and at what
 -- prices (seatq.availability), and the event's seat map, each seat free or
--- taken (seatq.seat_map). None of these says who holds or booked a seat,
--- nor which booking it is in.
+-- taken (seatq.seat_map); and for `seatq stats`, the seats of all events by
+-- state (seatq.seats_by_state). None of these says who holds or booked a
+-- seat, nor which booking it is in.
 --
 -- The same map in two parts, for a storefront that reads it on every page
 -- view: the layout (seatq.seat_layout: where each seat is and what it
@@ -165,6 +166,24 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WHERE s.event_id = p_event
 $$;
 
+-- The seats of every event by state, as `seatq stats` shows them: the
+-- seat's own state, or `lapsed` for a hold past its expiry that the sweeper
+-- has not released yet. Counts only, so a producer login may read them
+-- (through this function; not seatq.seats itself, for the reason above).
+-- Reads every seat: for an operator's look, not a page view.
+CREATE FUNCTION seatq.seats_by_state()
+RETURNS TABLE (
+    state text,
+    seats bigint
+)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN seatq.is_lapsed(s.state, s.held_until) THEN 'lapsed' ELSE s.state::text END,
+           count(*)
+    FROM seatq.seats s
+    GROUP BY 1
+    ORDER BY 1
+$$;
+
 -- Grants (0006_roles.sql revoked everything from PUBLIC before these
 -- existed, so they start with PUBLIC's default EXECUTE, taken back here).
 -- seatq.shown_as is for the functions above, which run as their owner;
@@ -174,12 +193,14 @@ REVOKE ALL ON FUNCTION
     seatq.availability(bigint),
     seatq.seat_map(bigint),
     seatq.seat_layout(bigint),
-    seatq.seat_states(bigint)
+    seatq.seat_states(bigint),
+    seatq.seats_by_state()
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     seatq.availability(bigint),
     seatq.seat_map(bigint),
     seatq.seat_layout(bigint),
-    seatq.seat_states(bigint)
+    seatq.seat_states(bigint),
+    seatq.seats_by_state()
 TO seatq_producer, seatq_worker, seatq_admin;
 GRANT EXECUTE ON FUNCTION seatq.shown_as(seatq.seat_state, timestamptz) TO seatq_admin;

@@ -451,3 +451,37 @@ async fn the_pages_and_signing_in() {
     assert_eq!(page("/assets/seatq.js").await.0, 200);
     db.close().await;
 }
+
+#[tokio::test]
+async fn a_connection_that_never_finishes_its_request_head_is_closed() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let db = TestDb::new().await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a free port");
+    let addr = listener.local_addr().expect("local address");
+    let router = seatq_server::router(db.client.clone(), Settings::default(), shutdown.clone()).expect("settings");
+    let serving = tokio::spawn(seatq_server::serve(listener, router, Duration::from_secs(1), shutdown.clone()));
+
+    // Slow loris: a request line begun and never finished.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    slow.write_all(b"GET /healthz HTT").await.expect("write");
+    // Meanwhile a whole request is answered.
+    let mut whole = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    whole.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.expect("write");
+    let mut answer = String::new();
+    whole.read_to_string(&mut answer).await.expect("read the answer");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok\n"), "{answer}");
+    // The server closes the slow one, with no answer (it never had a
+    // request). The bound only keeps a server that never closes it from
+    // hanging the test.
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest))
+        .await
+        .expect("the server closed the connection")
+        .expect("read to the end");
+    assert_eq!(String::from_utf8_lossy(&rest), "");
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), serving).await.expect("stopped").expect("no panic");
+    db.close().await;
+}

@@ -277,3 +277,39 @@ async fn a_hold_is_not_lengthened_once_its_event_is_closed() {
     assert_eq!(db.seats_taken(ev).await, 2);
     db.assert_invariants_and_close().await;
 }
+
+#[tokio::test]
+async fn an_event_time_must_be_finite() {
+    let db = TestDb::new().await;
+    // Straight SQL, as an operator might write "no end": refused, naming the
+    // field, whichever time and either infinity.
+    for (sql, field) in [
+        ("INSERT INTO seatq.events (name, starts_at) VALUES ('E', 'infinity')", "starts_at"),
+        ("INSERT INTO seatq.events (name, sales_from) VALUES ('E', '-infinity')", "sales_from"),
+        ("INSERT INTO seatq.events (name, sales_until) VALUES ('E', 'infinity')", "sales_until"),
+        ("INSERT INTO seatq.events (name, closed_at) VALUES ('E', 'infinity')", "closed_at"),
+    ] {
+        let refused = seatq::Error::from(sqlx::query(sql).execute(&db.pool).await.expect_err(sql));
+        assert_eq!(refused.code(), "time_not_finite", "{sql}: {refused}");
+        assert!(refused.to_string().starts_with(&format!("{field}: must be a finite time")), "{sql}: {refused}");
+    }
+    // The normal paths: times given, and none (NULL); closing; reading back.
+    let starts = DateTime::parse_from_rfc3339("2030-01-01T19:30:00Z").expect("a time").with_timezone(&Utc);
+    let timed = theatre(&db, NewEvent { starts_at: Some(starts), sales_until: Some(starts), ..named("Timed") }).await;
+    let open = theatre(&db, named("Open")).await;
+    // Nor may an update make a time infinite.
+    let refused = sqlx::query("UPDATE seatq.events SET sales_until = 'infinity' WHERE id = $1")
+        .bind(timed)
+        .execute(&db.pool)
+        .await
+        .expect_err("an infinite end");
+    assert_eq!(seatq::Error::from(refused).code(), "time_not_finite");
+    assert!(db.client.close_event(open).await.unwrap());
+    let events = db.client.events(None).await.expect("every event reads back");
+    let read: Vec<_> =
+        events.iter().map(|e| (e.name.as_str(), e.starts_at, e.sales_until, e.closed_at.is_some())).collect();
+    assert_eq!(read, [("Timed", Some(starts), Some(starts), false), ("Open", None, None, true)]);
+    assert_eq!(db.run(Request::Hold(hold(timed, 1, 2, "ann"))).await.status, Status::Succeeded);
+    assert_eq!(db.seats_taken(timed).await, 2);
+    db.assert_invariants_and_close().await;
+}

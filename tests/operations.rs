@@ -138,7 +138,10 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
     let addr = listener.local_addr().unwrap();
     // One batch loop, and the four requests enqueued in one statement: they
     // are claimed in one batch and allocated in id order.
-    let worker = db.worker(Config { concurrency: 1, ..Config::default() }).await.serve_metrics(listener);
+    let worker = db
+        .worker(Config { concurrency: 1, ..Config::default() })
+        .await
+        .serve_metrics(listener, seatq_core::http::DEFAULT_HEADER_TIMEOUT);
     let shutdown = CancellationToken::new();
     let running = tokio::spawn({
         let (worker, token) = (worker.clone(), shutdown.clone());
@@ -179,9 +182,12 @@ async fn the_metrics_endpoint_reports_what_the_worker_did() {
     db.close().await;
 }
 
-#[tokio::test]
-async fn health_fails_while_the_database_is_unreachable_and_the_server_stops_with_the_worker() {
-    // A pool of a server nobody runs: nothing on port 1.
+/// The metrics server of a worker whose database is unreachable (a pool of
+/// a server nobody runs: nothing on port 1), on a free port: its address,
+/// its shutdown, and the task serving it.
+async fn metrics_without_database(
+    header_timeout: Duration,
+) -> (std::net::SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .acquire_timeout(Duration::from_millis(500))
         .connect_lazy("postgres://postgres@127.0.0.1:1/none")
@@ -190,7 +196,13 @@ async fn health_fails_while_the_database_is_unreachable_and_the_server_stops_wit
     let addr = listener.local_addr().unwrap();
     let metrics = std::sync::Arc::new(seatq_worker::metrics::Metrics::default());
     let shutdown = CancellationToken::new();
-    let serving = tokio::spawn(seatq_worker::metrics::serve(listener, metrics, pool, shutdown.clone()));
+    let serving = tokio::spawn(seatq_worker::metrics::serve(listener, metrics, pool, header_timeout, shutdown.clone()));
+    (addr, shutdown, serving)
+}
+
+#[tokio::test]
+async fn health_fails_while_the_database_is_unreachable_and_the_server_stops_with_the_worker() {
+    let (addr, shutdown, serving) = metrics_without_database(seatq_core::http::DEFAULT_HEADER_TIMEOUT).await;
 
     let health = http_get(addr, "/healthz").await;
     assert!(health.starts_with("HTTP/1.1 503") && health.contains("database: "), "{health}");
@@ -211,6 +223,29 @@ async fn health_fails_while_the_database_is_unreachable_and_the_server_stops_wit
     tokio::time::sleep(Duration::from_millis(100)).await;
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(5), serving).await.expect("stopped with the worker").unwrap();
+}
+
+#[tokio::test]
+async fn the_metrics_endpoint_closes_a_connection_that_never_finishes_its_request() {
+    // No database needed: /metrics answers without one.
+    let (addr, shutdown, serving) = metrics_without_database(Duration::from_secs(1)).await;
+
+    // Headers begun and never finished: closed, with no answer. (The bound
+    // only keeps a server that never closes it from hanging the test.)
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest))
+        .await
+        .expect("the server closed the connection")
+        .unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    // A whole request is still answered.
+    let answer = http_get(addr, "/metrics").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), serving).await.expect("stopped").unwrap();
 }
 
 /// Is request `id` locked by some transaction (a worker's claim)? Asked with

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{TestDb, code, hold};
@@ -546,5 +547,57 @@ async fn the_producer_role_submits_a_batch_and_reads_it_back() {
     let results: Vec<_> = producer.batch_results("roles").map(Result::unwrap).collect().await;
     assert_eq!(results.iter().map(|o| o.reference.as_deref()).collect::<Vec<_>>(), [Some("a"), Some("b"), Some("c")]);
     drop_roles(&db, vec![shop], &[]).await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn the_producer_role_reads_stats_its_own_requests_and_every_seat() {
+    let (db, ev) = TestDb::with_event("E", 20, 6).await;
+    let shop = login(&db, "stats", "seatq_producer").await;
+    // Class 1 is seats 1 to 19: the shop books 3, holds 2 and 1, another
+    // producer (the superuser here) holds 1; seat 20 is set aside.
+    let mut ids = Vec::new();
+    for request in [
+        Request::Book(hold(ev, 1, 3, "bob")),
+        Request::Hold(hold(ev, 1, 2, "cat")),
+        Request::Hold(hold(ev, 1, 1, "dan")),
+    ] {
+        ids.push(shop.client.enqueue(request).await.unwrap());
+    }
+    let other = db.client.enqueue(Request::Hold(hold(ev, 1, 1, "eve"))).await.unwrap();
+    db.drain().await;
+    db.assert_all_succeeded(&[ids.as_slice(), &[other]].concat()).await;
+    // dan's hold lapses, not yet swept.
+    let dan = booking_of(&db.client.status(ids[2]).await.unwrap());
+    for sql in [
+        "UPDATE seatq.seats SET held_until = now() - interval '1 minute' WHERE booking_id = $1",
+        "UPDATE seatq.bookings SET held_until = now() - interval '1 minute' WHERE id = $1",
+    ] {
+        sqlx::query(sql).bind(dan).execute(&db.pool).await.unwrap();
+    }
+    sqlx::query("UPDATE seatq.seats SET state = 'blocked' WHERE event_id = $1 AND seat_no = 20")
+        .bind(ev)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // One more of the shop's, still queued.
+    shop.client.enqueue(Request::Hold(hold(ev, 1, 1, "fay"))).await.unwrap();
+
+    let stats = shop.client.stats().await.expect("a producer login reads stats");
+    let counts =
+        |pairs: &[(&str, i64)]| -> BTreeMap<String, i64> { pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect() };
+    let expected = counts(&[("available", 12), ("blocked", 1), ("booked", 3), ("held", 2 + 1), ("lapsed", 1)]);
+    assert_eq!(stats.seats, expected, "every seat, the other producer's hold too");
+    // Its own requests only (row-level security); the admin path sees all.
+    assert_eq!(stats.requests, counts(&[("queued", 1), ("succeeded", 3)]));
+    assert!(stats.oldest_queued_secs.is_some());
+    let all = db.client.stats().await.unwrap();
+    assert_eq!(all.seats, expected);
+    assert_eq!(all.requests, counts(&[("queued", 1), ("succeeded", 4)]));
+    // The function is all it gets: the seats themselves stay closed to it.
+    all_denied(&shop.pool, &[("SELECT 1 FROM seatq.seats", "read seats")]).await;
+
+    drop_roles(&db, vec![shop], &[]).await;
+    db.drain().await;
     db.assert_invariants_and_close().await;
 }

@@ -215,6 +215,13 @@ struct ServeArgs {
     /// The longest an HTTP request may take, in seconds, 3 to 3600 (a long-poll waits a little less).
     #[arg(long, env = "SEATQ_HTTP_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
     request_timeout_secs: u64,
+    /// Close a connection whose request line and headers are not all in within this many seconds,
+    /// 1 to 300 (also an idle connection between requests): a client that never finishes its request
+    /// holds nothing for long.
+    #[arg(long, env = "SEATQ_HTTP_HEADER_TIMEOUT_SECS",
+          default_value_t = seatq_core::http::DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(seatq_core::http::HEADER_TIMEOUT_SECS))]
+    header_timeout_secs: u64,
     /// Log as JSON lines.
     #[arg(long, env = "SEATQ_LOG_JSON")]
     log_json: bool,
@@ -708,7 +715,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("shutting down");
         stop.cancel();
     });
-    seatq_server::serve(listener, router, shutdown).await.context("serving HTTP")?;
+    seatq_server::serve(listener, router, Duration::from_secs(args.header_timeout_secs), shutdown).await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -40,7 +40,8 @@ pub enum Error {
     Unreachable { target: String, source: sqlx::Error },
     /// A request was refused before it was enqueued: it failed validation,
     /// or its idempotency key was first used for another request
-    /// ([`ErrorCode::IdempotencyConflict`]).
+    /// ([`ErrorCode::IdempotencyConflict`]); or an event's time was refused
+    /// for not being finite ([`ErrorCode::TimeNotFinite`]).
     #[error(transparent)]
     Invalid(#[from] RequestError),
     /// No request with this id.
@@ -94,7 +95,8 @@ impl From<sqlx::Error> for Error {
     /// A database error; a refusal raised by seatq's own functions (an
     /// idempotency conflict, a key too long: SQLSTATE SQ001, SQ002) is the
     /// refusal it stands for, [`Error::Invalid`] with the code its message
-    /// starts with.
+    /// starts with, and so is an event time refused for not being finite
+    /// ([`ErrorCode::TimeNotFinite`], naming the field).
     fn from(error: sqlx::Error) -> Self {
         if sqlstate::is_refusal(&error)
             && let Some(db) = error.as_database_error()
@@ -102,6 +104,10 @@ impl From<sqlx::Error> for Error {
             && let Ok(code) = code.parse::<ErrorCode>()
         {
             return Error::Invalid(RequestError { code, message: message.to_string() });
+        }
+        if let Some(field) = sqlstate::not_finite_column(&error) {
+            let message = format!("{field}: must be a finite time (NULL, not infinity, for none)");
+            return Error::Invalid(RequestError { code: ErrorCode::TimeNotFinite, message });
         }
         Error::Db(error)
     }

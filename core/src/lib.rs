@@ -18,12 +18,16 @@
 //! - [`retry`]: jittered exponential backoff;
 //! - [`sqlstate`]: what a database error's SQLSTATE means to seatq;
 //! - [`sql`]: the statements producers and workers both run;
-//! - `bin` (feature `bin`): what seatq's own binaries share.
+//! - `bin` (feature `bin`): what seatq's own binaries share;
+//! - `http` (feature `http`): serving HTTP with a header timeout, for
+//!   `seatq serve` and the worker's metrics.
 
 #[cfg(feature = "bin")]
 pub mod bin;
 pub mod db;
 pub mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod limits;
 pub mod outcome;
 pub mod request;

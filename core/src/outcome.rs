@@ -187,6 +187,10 @@ labelled! {
         /// The idempotency key is longer than `limits::MAX_IDEMPOTENCY_KEY_CHARS`. The enqueue is
         /// refused and nothing is stored, so this code is never recorded on a request.
         IdempotencyKeyTooLong,
+        /// An event's time (`starts_at`, `sales_from`, `sales_until`, `closed_at`) is not finite
+        /// (`infinity`): refused by the database's checks, the message naming the field. Never recorded on
+        /// a request.
+        TimeNotFinite,
         /// JSON text names a field twice (in a bulk file or a venue file). The client refuses it
         /// rather than keep one of the two silently, as `jsonb` does (the last); never recorded on a
         /// request.

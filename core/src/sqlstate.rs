@@ -30,6 +30,8 @@ pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 pub const UNTRANSLATABLE_CHARACTER: &str = "22P05";
 /// 23505: a unique constraint refused a second row.
 pub const UNIQUE_VIOLATION: &str = "23505";
+/// 23514: a check constraint refused a row.
+pub const CHECK_VIOLATION: &str = "23514";
 /// 3D000: the database named does not exist.
 pub const INVALID_CATALOG_NAME: &str = "3D000";
 /// 40001: a serializable transaction collided with another.
@@ -105,6 +107,14 @@ pub fn is_lock_unavailable(error: &sqlx::Error) -> bool {
 /// A unique constraint refused a second row (23505).
 pub fn is_unique_violation(error: &sqlx::Error) -> bool {
     is(error, UNIQUE_VIOLATION)
+}
+
+/// The column of a time that is not finite (`infinity`), when a check
+/// constraint named `<table>_<column>_finite` refused the row (23514): the
+/// event times of 0003_inventory.sql are checked so.
+pub fn not_finite_column(error: &sqlx::Error) -> Option<&str> {
+    let db = error.as_database_error().filter(|_| is(error, CHECK_VIOLATION))?;
+    db.constraint()?.strip_prefix(db.table()?)?.strip_prefix('_')?.strip_suffix("_finite")
 }
 
 /// The database named does not exist (3D000).

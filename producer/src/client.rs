@@ -433,7 +433,9 @@ impl Client {
         .boxed()
     }
 
-    /// Queue depth, oldest queued age and seats by state.
+    /// Queue depth, oldest queued age and seats by state. A producer login
+    /// may call it: it counts that producer's own requests (row-level
+    /// security) and every event's seats (`seatq.seats_by_state`).
     pub async fn stats(&self) -> Result<Stats, Error> {
         let requests = sqlx::query_as(seatq_core::sql::stats::REQUESTS_BY_STATUS).fetch_all(&self.pool).await?;
         let oldest_queued_secs = sqlx::query_scalar(sql::stats::OLDEST_QUEUED_AGE).fetch_one(&self.pool).await?;

@@ -196,7 +196,7 @@ pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -
 }
 
 /// After shutdown, how long connections still open (a long-poll in
-/// progress, a client that never sent its request) may hold the server up.
+/// progress) may hold the server up.
 const ABANDON_AFTER: Duration = Duration::from_secs(5);
 
 /// Connect to `url` (creating the database and applying migrations if
@@ -209,19 +209,12 @@ pub async fn connect(url: &str, connections: u32, acquire_timeout: Duration) -> 
 
 /// Serve `router` on `listener` until `shutdown` is cancelled: no new
 /// connections then, event streams end, answers in progress finish, and
-/// connections still open [`ABANDON_AFTER`] later are abandoned.
-pub async fn serve(listener: TcpListener, router: Router, shutdown: CancellationToken) -> std::io::Result<()> {
-    let server = axum::serve(listener, router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    tokio::select! {
-        served = server => served,
-        () = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(ABANDON_AFTER).await;
-        } => {
-            tracing::info!("abandoning connections still open at shutdown");
-            Ok(())
-        }
-    }
+/// connections still open [`ABANDON_AFTER`] later are abandoned. A
+/// connection whose request head is not complete within `header_timeout`
+/// (a slow or idle client) is closed ([`seatq_core::http`]).
+pub async fn serve(listener: TcpListener, router: Router, header_timeout: Duration, shutdown: CancellationToken) {
+    let connections = seatq_core::http::Connections { header_timeout, abandon_after: ABANDON_AFTER };
+    seatq_core::http::serve(listener, router, connections, shutdown).await;
 }
 
 /// 200 when the database answers, else 503 (a JSON error).

@@ -26,7 +26,7 @@ impl Served {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a free port");
         let base = format!("http://{}", listener.local_addr().expect("local address"));
         let router = seatq_server::router(client, settings, shutdown.clone()).expect("settings");
-        tokio::spawn(seatq_server::serve(listener, router, shutdown.clone()));
+        tokio::spawn(seatq_server::serve(listener, router, seatq_core::http::DEFAULT_HEADER_TIMEOUT, shutdown.clone()));
         Served { base, http: reqwest::Client::new(), shutdown }
     }
 

@@ -54,6 +54,12 @@ struct Args {
     /// Serve Prometheus /metrics and /healthz on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "SEATQ_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Close a metrics connection whose request line and headers are not all in within this many
+    /// seconds, 1 to 300 (a client that never finishes its request holds nothing for long).
+    #[arg(long, env = "SEATQ_METRICS_HEADER_TIMEOUT_SECS",
+          default_value_t = seatq_core::http::DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(seatq_core::http::HEADER_TIMEOUT_SECS))]
+    metrics_header_timeout_secs: u64,
     /// Delete finished requests older than this many hours, 0 to 1000000 (0 keeps them).
     #[arg(long, env = "SEATQ_RETENTION_HOURS", default_value_t = 7 * 24,
           value_parser = clap::value_parser!(u64).range(0..=seatq_core::limits::MAX_RETENTION_HOURS))]
@@ -135,7 +141,7 @@ async fn main() -> anyhow::Result<()> {
     let mut worker = connected.context("starting seatq-worker")?;
     if let Some(listener) = metrics_listener {
         tracing::info!(addr = %listener.local_addr()?, "serving /metrics and /healthz");
-        worker = worker.serve_metrics(listener);
+        worker = worker.serve_metrics(listener, Duration::from_secs(args.metrics_header_timeout_secs));
     }
     tracing::info!(?config, "seatq-worker started");
     worker.run(shutdown).await;

@@ -22,8 +22,9 @@
 //!   families lose `_total` in `# TYPE`, floats gain `.0`, `le="1"` becomes
 //!   `le="1.0"`).
 //!
-//! HTTP is `axum` on the worker's runtime, shut down gracefully with the
-//! worker.
+//! HTTP is `axum` on the worker's runtime, served by
+//! [`seatq_core::http::serve`] (with its header timeout), shut down
+//! gracefully with the worker.
 //!
 //! # Scrapes
 //!
@@ -69,8 +70,8 @@ pub const TOTALS_EVERY: Duration = Duration::from_secs(10);
 /// After the totals could not be counted within the statement timeout (a
 /// huge table), how long before trying again.
 const TOTALS_AFTER_TIMEOUT: Duration = Duration::from_secs(300);
-/// After shutdown, how long connections that never finished sending a
-/// request (answers in progress end at shutdown) may hold the server up.
+/// After shutdown, how long connections still open (answers in progress end
+/// at shutdown) may hold the server up.
 const ABANDON_AFTER: Duration = Duration::from_secs(1);
 
 /// The `kind` label's values: the request kinds, and one for any other
@@ -397,9 +398,16 @@ struct Served {
 
 /// Serve `/metrics` and `/healthz` until `shutdown` is cancelled: no new
 /// connections then, answers in progress end at once (503), and connections
-/// still open `ABANDON_AFTER` later (a client that never sent its
-/// request) are abandoned.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, pool: PgPool, shutdown: CancellationToken) {
+/// still open `ABANDON_AFTER` later are abandoned. A connection whose
+/// request head is not complete within `header_timeout` (a client that never
+/// sends its request) is closed ([`seatq_core::http`]).
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    pool: PgPool,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
     let app = Router::new()
         .route("/metrics", get(scrape))
         .route("/healthz", get(health))
@@ -407,18 +415,8 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, pool: PgPool, s
         .method_not_allowed_fallback(get_only)
         .layer(axum::middleware::map_response(close_after))
         .with_state(Served { metrics, pool, shutdown: shutdown.clone() });
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    tokio::select! {
-        served = server => {
-            if let Err(e) = served {
-                tracing::warn!(error = %e, "metrics: the HTTP server failed");
-            }
-        }
-        () = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(ABANDON_AFTER).await;
-        } => tracing::debug!("metrics: abandoning connections still open at shutdown"),
-    }
+    let connections = seatq_core::http::Connections { header_timeout, abandon_after: ABANDON_AFTER };
+    seatq_core::http::serve(listener, app, connections, shutdown).await;
 }
 
 /// Every answer closes its connection, as a scrape every few seconds can

@@ -29,8 +29,8 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     /// A turn in a transaction: at most `max_active` of the loops hold one.
     turns: Arc<Semaphore>,
-    /// Where `/metrics` is served, taken by `run`.
-    metrics_listener: Arc<Mutex<Option<TcpListener>>>,
+    /// Where `/metrics` is served, and its header timeout; taken by `run`.
+    metrics_listener: Arc<Mutex<Option<(TcpListener, Duration)>>>,
     /// Requests the next claim of any loop asks for: doubled after a full
     /// claim whose requests all found their seats free of other batches'
     /// locks, back to `batch_size` after a short or contended one (see
@@ -106,9 +106,11 @@ impl Worker {
         Worker { pool, config, metrics: Arc::default(), turns, metrics_listener: Arc::default(), claim_size }
     }
 
-    /// Serve `/metrics` and `/healthz` on this listener while running.
-    pub fn serve_metrics(self, listener: TcpListener) -> Worker {
-        *self.metrics_listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(listener);
+    /// Serve `/metrics` and `/healthz` on this listener while running,
+    /// closing a connection whose request head is not complete within
+    /// `header_timeout`.
+    pub fn serve_metrics(self, listener: TcpListener, header_timeout: Duration) -> Worker {
+        *self.metrics_listener.lock().unwrap_or_else(|e| e.into_inner()) = Some((listener, header_timeout));
         self
     }
 
@@ -146,8 +148,10 @@ impl Worker {
             let (pool, metrics, token) = (self.pool.clone(), self.metrics.clone(), shutdown.clone());
             tracker.spawn(retention::run(pool, older_than, c.prune_interval, metrics, token));
         }
-        if let Some(listener) = self.metrics_listener.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            tracker.spawn(metrics::serve(listener, self.metrics.clone(), self.pool.clone(), shutdown.clone()));
+        if let Some((listener, header_timeout)) = self.metrics_listener.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
+            let (metrics, pool) = (self.metrics.clone(), self.pool.clone());
+            tracker.spawn(metrics::serve(listener, metrics, pool, header_timeout, shutdown.clone()));
         }
         for n in 0..c.concurrency {
             let worker = self.clone();

@@ -18,6 +18,7 @@ use std::time::Duration;
 use common::{TestDb, eventually, hold};
 use futures_util::future::join_all;
 use seatq::{BookingRef, Client, Request, SeatAvailability, Status, ViewCacheStats};
+use sqlx::postgres::PgPool;
 
 /// How each seat of the event really stands, from the table itself: booked,
 /// held (the hold live), or free (available, or the hold lapsed); with its
@@ -325,16 +326,23 @@ fn shared_error<T: std::fmt::Debug>(answer: &Result<T, seatq::Error>) -> &Arc<se
 #[tokio::test]
 async fn page_views_waiting_for_a_failed_read_share_its_error() {
     let (db, ev) = TestDb::with_event("E", 30, 6).await;
-    // A login in none of seatq's roles may not read availability.
-    let login = db.login("pg_read_all_settings").await;
-    let stranger = Client::from_pool(login.pool.clone()).with_view_max_age(Duration::from_secs(3600));
+    // A storefront whose reads give up on a lock after a moment, while the
+    // seats are locked away from it: every read fails, but only after every
+    // page view below has asked (a read failing at once could be over
+    // before the others start, and they would get the kept error instead).
+    let login = db.login("seatq_producer").await;
+    let impatient = db.options.clone().username(&login.name).options([("lock_timeout", "300ms")]);
+    let stranger =
+        Client::from_pool(PgPool::connect_with(impatient).await.unwrap()).with_view_max_age(Duration::from_secs(3600));
+    let mut locker = db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE seatq.seats IN ACCESS EXCLUSIVE MODE").execute(&mut *locker).await.unwrap();
     let answers = join_all((0..10).map(|_| stranger.cached_availability(ev))).await;
     for answer in &answers {
         let e = shared_error(answer);
         assert!(Arc::ptr_eq(e, shared_error(&answers[0])), "one error for all");
         match &**e {
             seatq::Error::Db(e) => {
-                assert_eq!(seatq::sqlstate::code(e).as_deref(), Some(seatq::sqlstate::INSUFFICIENT_PRIVILEGE))
+                assert_eq!(seatq::sqlstate::code(e).as_deref(), Some(seatq::sqlstate::LOCK_NOT_AVAILABLE))
             }
             other => panic!("not a database error: {other:?}"),
         }
@@ -352,6 +360,11 @@ async fn page_views_waiting_for_a_failed_read_share_its_error() {
         assert!(eager.cached_availability(ev).await.is_err());
     }
     assert_eq!((eager.view_cache_stats().reads, eager.view_cache_stats().failed_reads), (2, 2));
+    // Once the seats are free to read, so is the view.
+    locker.rollback().await.unwrap();
+    let view = eager.cached_availability(ev).await.unwrap();
+    assert_eq!(view.seat_map(), db.client.seat_map(ev).await.unwrap());
+    stranger.pool().close().await;
     login.drop(&db).await;
     db.assert_invariants_and_close().await;
 }

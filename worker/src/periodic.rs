@@ -21,8 +21,9 @@ pub enum Round<E> {
 }
 
 /// A background task: one round of its work. A round races `shutdown`
-/// wherever it waits on the database, so that an outage never holds up
-/// shutdown (a transaction abandoned mid-way rolls back on the server).
+/// wherever it waits on the database (`shutdown.run_until_cancelled`), so
+/// that an outage never holds up shutdown (a transaction abandoned mid-way
+/// rolls back on the server).
 pub trait Task {
     /// Why a round failed, as logged.
     type Error: std::fmt::Display;

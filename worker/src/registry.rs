@@ -49,9 +49,7 @@ struct Heartbeat {
 }
 
 impl Task for Heartbeat {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let (pool, me) = (&self.pool, &self.me);
         let beat = async {
             match self.id {

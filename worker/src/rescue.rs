@@ -91,9 +91,7 @@ struct Rescuer {
 }
 
 impl Task for Rescuer {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         match shutdown.run_until_cancelled(self.watch_once()).await {
             None => Round::Stopped,
             Some(Ok(())) => Round::Done,

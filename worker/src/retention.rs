@@ -42,9 +42,7 @@ struct Pruner {
 }
 
 impl Task for Pruner {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let mut total = 0;
         let result = loop {
             let deleted = sqlx::query_scalar::<_, i64>(retention::PRUNE_FINISHED)

@@ -80,9 +80,7 @@ struct Sweeper {
 }
 
 impl Task for Sweeper {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let mut total = Swept::default();
         let result = loop {
             let Some(pass) = shutdown.run_until_cancelled(sweep_once(&self.pool)).await else { break Round::Done };

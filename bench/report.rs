@@ -31,10 +31,10 @@ fn cells(m: &Measured) -> [String; 16] {
         m.load.clone(),
         // Processes x loops, and "/n" when at most n of a process's loops
         // are in a transaction at once.
-        if m.max_active < m.concurrency {
-            format!("{}x{}/{}", m.workers, m.concurrency, m.max_active)
+        if m.settings.max_active < m.settings.concurrency {
+            format!("{}x{}/{}", m.workers, m.settings.concurrency, m.settings.max_active)
         } else {
-            format!("{}x{}", m.workers, m.concurrency)
+            format!("{}x{}", m.workers, m.settings.concurrency)
         },
         m.requests.to_string(),
         format!("{:.0}", m.requests_per_sec),

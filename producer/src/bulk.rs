@@ -65,17 +65,6 @@ struct Line {
     run_at: Option<DateTime<Utc>>,
 }
 
-/// A line that cannot be enqueued (or imported); serialised as
-/// `{"line", "code", "reason"}`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct BadLine {
-    /// 1-based line number.
-    pub line: usize,
-    /// The error code (`invalid_json` when the line is not a request object).
-    pub code: String,
-    pub reason: String,
-}
-
 /// A parsed bulk file.
 #[derive(Debug, Default)]
 pub struct Parsed {
@@ -122,6 +111,17 @@ impl Parsed {
         }
         self.bad.sort_by_key(|b| b.line);
     }
+}
+
+/// A line that cannot be enqueued (or imported); serialised as
+/// `{"line", "code", "reason"}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// The error code (`invalid_json` when the line is not a request object).
+    pub code: String,
+    pub reason: String,
 }
 
 /// Parse and validate every line (blank lines are skipped). Only an I/O

@@ -22,6 +22,7 @@ use clap::ValueEnum as _;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use seatq_worker::Strategy;
 
+use crate::procs::WorkerSettings;
 use crate::run::Plan;
 use crate::scenario::Scenario;
 
@@ -184,10 +185,12 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 backlog: scenario.backlog(args.scale).1,
                 hold_secs: args.hold_secs,
                 workers: args.workers.unwrap_or(d.workers).max(1),
-                concurrency: args.concurrency.unwrap_or(d.concurrency),
-                max_active: args.max_active,
-                batch_size: args.batch_size,
-                backlog_batch_size: args.backlog_batch_size,
+                settings: WorkerSettings {
+                    concurrency: args.concurrency.unwrap_or(d.concurrency),
+                    max_active: args.max_active,
+                    batch_size: args.batch_size,
+                    backlog_batch_size: args.backlog_batch_size,
+                },
                 rate: args.rate,
                 timeout: Duration::from_secs(args.timeout_secs),
                 readers,

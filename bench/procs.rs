@@ -5,6 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use serde::Serialize;
 
 /// `seatq-worker`, built beside this binary.
 pub fn worker_binary() -> anyhow::Result<PathBuf> {
@@ -25,15 +26,23 @@ pub struct Workers {
     children: Vec<Child>,
 }
 
+/// The settings each worker process of a run is started with (the same
+/// for every strategy compared; its flags of the same names).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerSettings {
+    pub concurrency: usize,
+    /// Of each process's loops, how many may be in a transaction at once.
+    pub max_active: usize,
+    pub batch_size: i64,
+    pub backlog_batch_size: i64,
+}
+
 /// How to start the workers of a run.
 pub struct Launch<'a> {
     pub binary: &'a Path,
     pub database_url: &'a str,
     pub processes: usize,
-    pub concurrency: usize,
-    pub max_active: usize,
-    pub batch_size: i64,
-    pub backlog_batch_size: i64,
+    pub settings: &'a WorkerSettings,
     pub strategy: &'a str,
     pub log: &'a Path,
 }
@@ -44,11 +53,12 @@ impl Workers {
         for n in 0..l.processes {
             let log = std::fs::File::create(l.log.with_extension(format!("{n}.log")))
                 .with_context(|| format!("creating {}", l.log.display()))?;
+            let s = l.settings;
             let child = Command::new(l.binary)
-                .args(["--concurrency", &l.concurrency.to_string()])
-                .args(["--max-active", &l.max_active.to_string()])
-                .args(["--batch-size", &l.batch_size.to_string()])
-                .args(["--backlog-batch-size", &l.backlog_batch_size.to_string()])
+                .args(["--concurrency", &s.concurrency.to_string()])
+                .args(["--max-active", &s.max_active.to_string()])
+                .args(["--batch-size", &s.batch_size.to_string()])
+                .args(["--backlog-batch-size", &s.backlog_batch_size.to_string()])
                 .args(["--strategy", l.strategy])
                 .args(["--name", &format!("bench-{n}")])
                 .args(["--retention-hours", "0"])

@@ -31,10 +31,10 @@ fn cells(m: &Measured) -> [String; 16] {
         m.load.clone(),
         // Processes x loops, and "/n" when at most n of a process's loops
         // are in a transaction at once.
-        if m.max_active < m.concurrency {
-            format!("{}x{}/{}", m.workers, m.concurrency, m.max_active)
+        if m.settings.max_active < m.settings.concurrency {
+            format!("{}x{}/{}", m.workers, m.settings.concurrency, m.settings.max_active)
         } else {
-            format!("{}x{}", m.workers, m.concurrency)
+            format!("{}x{}", m.workers, m.settings.concurrency)
         },
         m.requests.to_string(),
         format!("{:.0}", m.requests_per_sec),
@@ -122,10 +122,7 @@ pub fn table(results: &[Measured]) -> String {
         }
         if let Some(r) = &m.reads {
             out.push_str(&readers(r));
-            let alone = results.iter().find(|o| {
-                o.reads.is_none() && o.scenario == m.scenario && o.strategy == m.strategy && m.load.starts_with(&o.load)
-            });
-            if let Some(alone) = alone.filter(|a| a.requests_per_sec > 0.0) {
+            if let Some(alone) = beside(results, m, |o| o.reads.is_none() && m.load.starts_with(&o.load)) {
                 let _ = write!(
                     out,
                     "; bookings {:.0} req/s against {:.0} without readers ({:+.1}%)",
@@ -137,9 +134,7 @@ pub fn table(results: &[Measured]) -> String {
         }
         if m.load.ends_with(" producers http") {
             let direct = m.load.replace(" http", " direct");
-            let direct =
-                results.iter().find(|o| o.scenario == m.scenario && o.strategy == m.strategy && o.load == direct);
-            if let Some(direct) = direct.filter(|d| d.requests_per_sec > 0.0) {
+            if let Some(direct) = beside(results, m, |o| o.load == direct) {
                 let _ = write!(
                     out,
                     "; through the HTTP API {:.0} req/s against {:.0} direct: {:.2} × direct",
@@ -154,4 +149,13 @@ pub fn table(results: &[Measured]) -> String {
         }
     }
     out
+}
+
+/// The run of `m`'s scenario and strategy that `other` picks, to compare
+/// `m` with, if it booked anything.
+fn beside<'a>(results: &'a [Measured], m: &Measured, other: impl Fn(&Measured) -> bool) -> Option<&'a Measured> {
+    results
+        .iter()
+        .find(|o| o.scenario == m.scenario && o.strategy == m.strategy && other(o))
+        .filter(|o| o.requests_per_sec > 0.0)
 }

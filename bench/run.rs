@@ -17,7 +17,7 @@ use sqlx::Connection as _;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use crate::procs::{self, Launch, Workers};
+use crate::procs::{self, Launch, WorkerSettings, Workers};
 use crate::producers::{self, Via};
 use crate::readers::{Readers, Reads};
 use crate::scenario::{self, Scenario};
@@ -39,11 +39,7 @@ pub struct Plan {
     /// How long checkout holds last; abandoned ones lapse within the run.
     pub hold_secs: u32,
     pub workers: usize,
-    pub concurrency: usize,
-    /// Of each process's loops, how many may be in a transaction at once.
-    pub max_active: usize,
-    pub batch_size: i64,
-    pub backlog_batch_size: i64,
+    pub settings: WorkerSettings,
     /// Requests per second to enqueue at (steady stream); `None`: all at once.
     pub rate: Option<f64>,
     pub timeout: Duration,
@@ -104,10 +100,9 @@ pub struct Measured {
     /// "burst", or "N/s" for a steady stream.
     pub load: String,
     pub workers: usize,
-    pub concurrency: usize,
-    pub max_active: usize,
-    pub batch_size: i64,
-    pub backlog_batch_size: i64,
+    /// The workers' settings (their fields sit beside these in JSON).
+    #[serde(flatten)]
+    pub settings: WorkerSettings,
     pub requests: i64,
     pub secs: f64,
     pub requests_per_sec: f64,
@@ -196,10 +191,7 @@ pub async fn run(
         binary: &worker_bin,
         database_url: &url,
         processes: plan.workers,
-        concurrency: plan.concurrency,
-        max_active: plan.max_active,
-        batch_size: plan.batch_size,
-        backlog_batch_size: plan.backlog_batch_size,
+        settings: &plan.settings,
         strategy: &plan.strategy,
         log: &log,
     };
@@ -323,10 +315,7 @@ pub async fn run(
         strategy: plan.strategy.clone(),
         load: plan.load(),
         workers: plan.workers,
-        concurrency: plan.concurrency,
-        max_active: plan.max_active,
-        batch_size: plan.batch_size,
-        backlog_batch_size: plan.backlog_batch_size,
+        settings: plan.settings.clone(),
         requests: summary.requests,
         secs,
         requests_per_sec: if secs > 0.0 { summary.requests as f64 / secs } else { 0.0 },

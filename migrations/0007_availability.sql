@@ -92,17 +92,8 @@ $$;
 -- Every seat of the event, in seat order: its place (as the venue names it,
 -- and as row and position for drawing), class, price and how it shows. No rows for an event that does not exist or has no seats.
 CREATE FUNCTION seatq.seat_map(p_event bigint)
-RETURNS TABLE (
-    seat_no     int,
-    section     text,
-    row_label   text,
-    label       text,
-    row_no      int,
-    pos         int,
-    class       smallint,
-    price_cents int,
-    state       seatq.seat_availability
-)
+RETURNS TABLE (seat_no int, section text, row_label text, label text, row_no int, pos int, class smallint,
+               price_cents int, state seatq.seat_availability)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT s.seat_no, s.section, s.row_label, s.label, s.row_no, s.pos, s.class, s.price_cents,
            seatq.shown_as(s.state, s.held_until)
@@ -119,16 +110,8 @@ $$;
 -- keeps the map's columns defined once. No rows for an event that does
 -- not exist or has no seats.
 CREATE FUNCTION seatq.seat_layout(p_event bigint)
-RETURNS TABLE (
-    seat_no     int,
-    section     text,
-    row_label   text,
-    label       text,
-    row_no      int,
-    pos         int,
-    class       smallint,
-    price_cents int
-)
+RETURNS TABLE (seat_no int, section text, row_label text, label text, row_no int, pos int, class smallint,
+               price_cents int)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT m.seat_no, m.section, m.row_label, m.label, m.row_no, m.pos, m.class, m.price_cents
     FROM seatq.seat_map(p_event) m

@@ -3,11 +3,26 @@
 
 use std::process::Command;
 
+/// Run `seatq` with these arguments (and no database anywhere).
+fn seatq(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_seatq"))
+        .env_remove("DATABASE_URL")
+        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none", "--retry-secs", "0"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// What `seatq <args> --help` prints, which it must print without error.
+fn help(args: &[&str]) -> String {
+    let out = seatq(&[args, &["--help"]].concat());
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn lists_its_commands() {
-    let out = Command::new(env!("CARGO_BIN_EXE_seatq")).arg("--help").output().unwrap();
-    assert!(out.status.success());
-    let help = String::from_utf8_lossy(&out.stdout);
+    let help = help(&[]);
     for command in
         ["migrate", "seed", "hold", "book", "confirm", "cancel", "extend", "enqueue", "status", "wait", "stats"]
     {
@@ -17,11 +32,7 @@ fn lists_its_commands() {
 
 #[test]
 fn refuses_a_malformed_request_before_connecting() {
-    let out = Command::new(env!("CARGO_BIN_EXE_seatq"))
-        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none", "hold", "--event", "1", "--class", "2"])
-        .args(["--party", "12", "--customer", "ann"])
-        .output()
-        .unwrap();
+    let out = seatq(&["hold", "--event", "1", "--class", "2", "--party", "12", "--customer", "ann"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -30,11 +41,7 @@ fn refuses_a_malformed_request_before_connecting() {
 
 #[test]
 fn refuses_an_extend_beyond_the_longest_hold_before_connecting() {
-    let out = Command::new(env!("CARGO_BIN_EXE_seatq"))
-        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none", "extend", "--booking", "1"])
-        .args(["--customer", "ann", "--hold-seconds", "86401"])
-        .output()
-        .unwrap();
+    let out = seatq(&["extend", "--booking", "1", "--customer", "ann", "--hold-seconds", "86401"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("hold_time_out_of_range"), "{stdout}");
@@ -45,24 +52,10 @@ fn refuses_a_prune_age_so_long_that_it_would_overflow() {
     // 2^64 / 3600 + 1 hours: in seconds it would wrap to a tiny age and prune
     // recent requests. Refused before connecting.
     let huge = (u64::MAX / 3600 + 1).to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_seatq"))
-        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none", "--retry-secs", "0"])
-        .args(["prune", "--older-than-hours", &huge])
-        .output()
-        .unwrap();
+    let out = seatq(&["prune", "--older-than-hours", &huge]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--older-than-hours") && stderr.contains("0..=1000000"), "{stderr}");
-}
-
-/// Run `seatq` with these arguments (and no database anywhere).
-fn seatq(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_seatq"))
-        .env_remove("DATABASE_URL")
-        .args(["--database-url", "postgres://nobody@127.0.0.1:1/none", "--retry-secs", "0"])
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 #[test]
@@ -106,13 +99,11 @@ fn prints_its_manual_pages() {
 
 #[test]
 fn help_shows_ranges_defaults_and_exit_statuses() {
-    let out = seatq(&["hold", "--help"]);
-    let help = String::from_utf8_lossy(&out.stdout);
+    let hold = help(&["hold"]);
     for text in ["--party <1-9>", "--class <1-32767>", "--hold-seconds <1-86400>", "[default: 600]", "[default: 0]"] {
-        assert!(help.contains(text), "{text:?} missing from\n{help}");
+        assert!(hold.contains(text), "{text:?} missing from\n{hold}");
     }
-    let out = seatq(&["--help"]);
-    let help = String::from_utf8_lossy(&out.stdout);
+    let help = help(&[]);
     assert!(help.contains("Exit status: 0") && help.contains(r#"{"error": {"code": CODE"#), "{help}");
 }
 

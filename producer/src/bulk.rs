@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::client::NewRequest;
+use crate::csv_lines::{self, Dialect};
 use crate::outcome::ErrorCode;
 use crate::request::Request;
 use crate::{RequestError, batch, json, validate};
@@ -64,17 +65,6 @@ struct Line {
     run_at: Option<DateTime<Utc>>,
 }
 
-/// A line that cannot be enqueued (or imported); serialised as
-/// `{"line", "code", "reason"}`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct BadLine {
-    /// 1-based line number.
-    pub line: usize,
-    /// The error code (`invalid_json` when the line is not a request object).
-    pub code: String,
-    pub reason: String,
-}
-
 /// A parsed bulk file.
 #[derive(Debug, Default)]
 pub struct Parsed {
@@ -121,6 +111,17 @@ impl Parsed {
         }
         self.bad.sort_by_key(|b| b.line);
     }
+}
+
+/// A line that cannot be enqueued (or imported); serialised as
+/// `{"line", "code", "reason"}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// The error code (`invalid_json` when the line is not a request object).
+    pub code: String,
+    pub reason: String,
 }
 
 /// Parse and validate every line (blank lines are skipped). Only an I/O
@@ -222,109 +223,29 @@ const LINE_COLUMNS: [&str; 5] = ["kind", "ref", "idempotency_key", "priority", "
 /// field, as a JSON line would be. Only an I/O error fails the whole parse.
 pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
     let mut parsed = Parsed::default();
-    let mut header: Option<Vec<String>> = None;
-    for (n, cells) in csv_records(reader)? {
-        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
-        let cells = match cells {
-            Ok(cells) => cells,
-            Err(reason) => {
-                parsed.bad.push(bad("invalid_line", reason));
-                continue;
-            }
-        };
-        let Some(columns) = &header else {
-            match csv_header(&cells) {
-                Ok(columns) => header = Some(columns),
-                Err(reason) => {
-                    parsed.bad.push(bad("missing_column", reason));
-                    // Without the header no line can be read.
-                    return Ok(parsed);
-                }
-            }
-            continue;
-        };
-        if cells.len() != columns.len() {
-            let reason = format!("{} fields, the header has {}", cells.len(), columns.len());
-            parsed.bad.push(bad("invalid_line", reason));
-            continue;
+    let records = csv_lines::records(reader, Dialect { lenient: false })?;
+    let no_header = "no header line (kind, and the payload's fields as columns)";
+    let (columns, lines) = match csv_lines::after_header(records, csv_header, no_header) {
+        Ok(read) => read,
+        Err(bad) => {
+            parsed.bad = bad;
+            return Ok(parsed);
         }
-        let (reference, request) = csv_line(columns, &cells);
-        parsed.push(n, reference, request);
-    }
-    if header.is_none() {
-        let reason = "no header line (kind, and the payload's fields as columns)".to_string();
-        parsed.bad.push(BadLine { line: 1, code: "missing_column".into(), reason });
+    };
+    for line in lines {
+        match line {
+            Err(bad) => parsed.bad.push(bad),
+            Ok((n, cells)) if cells.len() != columns.len() => {
+                let reason = format!("{} fields, the header has {}", cells.len(), columns.len());
+                parsed.bad.push(BadLine { line: n, code: "invalid_line".into(), reason });
+            }
+            Ok((n, cells)) => {
+                let (reference, request) = csv_line(&columns, &cells);
+                parsed.push(n, reference, request);
+            }
+        }
     }
     Ok(parsed)
-}
-
-/// A CSV record: the number of the line it starts on, and its cells or why
-/// it cannot be read.
-pub(crate) type CsvRecord = (usize, Result<Vec<String>, String>);
-
-/// The records of a CSV file (RFC 4180 quoting; blank lines skipped), each
-/// with the number of the line it starts on, as its cells (the first without
-/// a byte-order mark, as some editors write one) or why it is not a line of
-/// CSV in UTF-8: what a CSV reader here starts from. Only an I/O error fails.
-pub(crate) fn csv_records(mut reader: impl Read) -> std::io::Result<Vec<CsvRecord>> {
-    // Read whole, to number the lines: the csv crate's record positions
-    // count from where it started reading, before any blank lines it skipped.
-    let mut data = Vec::new();
-    reader.read_to_end(&mut data)?;
-    let mut lines = LineNumbers { data: &data, at: 0, line: 1 };
-    let mut csv = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(data.as_slice());
-    let mut record = csv::ByteRecord::new();
-    let mut records = Vec::new();
-    loop {
-        match csv.read_byte_record(&mut record) {
-            Ok(false) => return Ok(records),
-            Ok(true) => {}
-            Err(e) => match e.into_kind() {
-                csv::ErrorKind::Io(e) => return Err(e),
-                // An unclosed quote runs to the end of the file.
-                other => {
-                    records.push((lines.at(csv.position().byte() as usize), Err(format!("not CSV: {other:?}"))));
-                    continue;
-                }
-            },
-        }
-        let n = lines.at(record.position().map_or(0, |p| p.byte() as usize));
-        let cells: Result<Vec<String>, _> =
-            record.iter().map(|cell| std::str::from_utf8(cell).map(str::to_string)).collect();
-        let cells = cells.map_err(|e| format!("not valid UTF-8: {e}")).map(|mut cells| {
-            if records.is_empty()
-                && let Some(first) = cells.first_mut()
-                && let Some(rest) = first.strip_prefix('\u{feff}')
-            {
-                *first = rest.to_string();
-            }
-            cells
-        });
-        records.push((n, cells));
-    }
-}
-
-/// Line numbers of a file's records, found from their byte offsets in
-/// increasing order.
-struct LineNumbers<'a> {
-    data: &'a [u8],
-    /// The offset counted up to, and the line it is on.
-    at: usize,
-    line: usize,
-}
-
-impl LineNumbers<'_> {
-    /// The line of the record read from `offset` on: the first line from
-    /// there that is not blank.
-    fn at(&mut self, offset: usize) -> usize {
-        let start = offset.max(self.at);
-        let skipped =
-            self.data.get(start..).map_or(0, |rest| rest.iter().take_while(|b| **b == b'\n' || **b == b'\r').count());
-        let end = (start + skipped).min(self.data.len());
-        self.line += self.data[self.at..end].iter().filter(|b| **b == b'\n').count();
-        self.at = end;
-        self.line
-    }
 }
 
 /// The columns a header names, in lower case; each known, none twice, `kind` among them.

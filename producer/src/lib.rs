@@ -40,6 +40,7 @@ pub mod availability;
 pub mod batch;
 pub mod bulk;
 pub mod client;
+mod csv_lines;
 pub mod json;
 pub mod sql;
 pub mod venue;

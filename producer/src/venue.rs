@@ -24,6 +24,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 pub use crate::bulk::BadLine;
+use crate::csv_lines::{self, Dialect};
 
 /// The columns of a CSV venue file, in the order seatq writes them.
 pub const COLUMNS: [&str; 7] = ["section", "row", "seat", "pos", "class", "price", "for_sale"];
@@ -99,48 +100,27 @@ struct JsonVenue {
 }
 
 /// Parse a CSV venue file. Only an I/O error fails the whole parse.
-pub fn parse_csv(mut reader: impl Read) -> std::io::Result<Venue> {
-    // Whole, to tell each record's first line (see `first_line`); a venue
-    // file is small.
-    let mut raw = Vec::new();
-    reader.read_to_end(&mut raw)?;
+pub fn parse_csv(reader: impl Read) -> std::io::Result<Venue> {
     let mut venue = Venue::default();
+    let records = csv_lines::records(reader, Dialect { lenient: true })?;
+    let no_header = format!("no header line ({})", COLUMNS.join(","));
+    let (order, lines) = match csv_lines::after_header(records, header, &no_header) {
+        Ok(read) => read,
+        Err(bad) => {
+            venue.bad = bad;
+            return Ok(venue);
+        }
+    };
     let mut checker = Checker::default();
-    let mut columns: Option<Vec<usize>> = None;
-    let mut csv = csv::ReaderBuilder::new()
-        .has_headers(false)
-        // Each line's field count is checked here, to say which line is short.
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .comment(Some(b'#'))
-        .from_reader(raw.as_slice());
-    let mut record = csv::ByteRecord::new();
-    // Without `flexible`'s field-count check and with bytes rather than
-    // text, reading fails only on I/O.
-    while csv.read_byte_record(&mut record).map_err(std::io::Error::from)? {
-        let n = record.position().map_or(1, |at| first_line(&raw, at));
-        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
-        let fields: Vec<&str> = match record.iter().map(std::str::from_utf8).collect() {
-            Ok(fields) => fields,
-            Err(e) => {
-                venue.bad.push(bad("invalid_line", format!("not valid UTF-8: {e}")));
+    for line in lines {
+        let (n, fields) = match line {
+            Ok(line) => line,
+            Err(bad) => {
+                venue.bad.push(bad);
                 continue;
             }
         };
-        if fields.iter().all(|f| f.is_empty()) {
-            continue;
-        }
-        let Some(order) = &columns else {
-            match header(&fields) {
-                Ok(order) => columns = Some(order),
-                Err(reason) => {
-                    venue.bad.push(bad("missing_column", reason));
-                    // Without the header no line can be read.
-                    return Ok(venue);
-                }
-            }
-            continue;
-        };
+        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
         if fields.len() != COLUMNS.len() {
             venue.bad.push(bad(
                 "invalid_line",
@@ -148,45 +128,17 @@ pub fn parse_csv(mut reader: impl Read) -> std::io::Result<Venue> {
             ));
             continue;
         }
-        let get = |i: usize| fields[order[i]];
+        let get = |i: usize| fields[order[i]].as_str();
         match checker.seat(get(0), get(1), get(2), get(3), get(4), get(5), get(6)) {
             Ok(seat) => venue.seats.push(seat),
             Err((code, reason)) => venue.bad.push(bad(code, reason)),
         }
     }
-    if columns.is_none() {
-        venue.bad.push(BadLine {
-            line: 1,
-            code: "missing_column".into(),
-            reason: format!("no header line ({})", COLUMNS.join(",")),
-        });
-    }
     Ok(venue)
 }
 
-/// The line a record of `raw` starts on. The `csv` crate gives where it
-/// began looking for the record, before the line ends (blank lines) and
-/// comment lines it skips; these are skipped here the same way.
-fn first_line(raw: &[u8], at: &csv::Position) -> usize {
-    let (mut line, mut i) = (at.line() as usize, at.byte() as usize);
-    while let Some(&b) = raw.get(i) {
-        match b {
-            b'\n' => line += 1,
-            b'\r' => {}
-            // A comment: on to its line end, which counts the line.
-            b'#' => {
-                i += raw[i..].iter().position(|&b| b == b'\n').unwrap_or(raw.len() - i);
-                continue;
-            }
-            _ => break,
-        }
-        i += 1;
-    }
-    line
-}
-
 /// Where each of [`COLUMNS`] is in the header.
-fn header(fields: &[&str]) -> Result<Vec<usize>, String> {
+fn header(fields: &[String]) -> Result<Vec<usize>, String> {
     let mut order = Vec::with_capacity(COLUMNS.len());
     for column in COLUMNS {
         match fields.iter().position(|f| f.eq_ignore_ascii_case(column)) {
@@ -419,6 +371,11 @@ mod tests {
         let v = parse_csv("section,row,seat,pos,class,price\nStalls,A,1,1,1,40\n".as_bytes()).expect("parse");
         assert_eq!(v.bad.len(), 1);
         assert_eq!((v.bad[0].line, v.bad[0].code.as_str()), (1, "missing_column"));
+        // A byte-order mark before the header is no part of its first column.
+        let v = parse_csv("\u{feff}section,row,seat,pos,class,price,for_sale\nStalls,A,1,1,1,40,yes\n".as_bytes())
+            .expect("parse");
+        assert!(v.bad.is_empty(), "{:?}", v.bad);
+        assert_eq!(v.seats.len(), 1);
     }
 
     #[test]

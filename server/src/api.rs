@@ -240,14 +240,18 @@ pub struct Window {
     pub minutes: Option<u32>,
 }
 
+/// `?limit=N`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct Limit {
+    /// At most this many, 1 to 1000 (default 50), the latest first.
+    pub limit: Option<i64>,
+}
+
 /// Requests finished per 10-second bucket over the last minutes, with the
 /// enqueue-to-outcome latency of each bucket.
 #[utoipa::path(get, path = "/api/ops/throughput", tag = "operators", params(Window),
     responses((status = 200, body = Vec<Bucket>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn throughput(
-    State(s): State<AppState>,
-    Query(w): Query<Window>,
-) -> Result<Json<Vec<Bucket>>, ApiError> {
+pub(crate) async fn throughput(State(s): State<AppState>, w: Query<Window>) -> Result<Json<Vec<Bucket>>, ApiError> {
     let minutes = within("minutes", w.minutes.unwrap_or(10), 1..=60)?;
     Ok(Json(throughput_buckets(&s, minutes).await?))
 }
@@ -300,26 +304,12 @@ pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec
         .collect())
 }
 
-/// `?limit=N`.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-pub struct Limit {
-    /// At most this many, 1 to 1000 (default 50), the latest first.
-    pub limit: Option<i64>,
-}
-
 /// Dead requests, the latest first, with their last error.
 #[utoipa::path(get, path = "/api/ops/dead", tag = "operators", params(Limit),
     responses((status = 200, body = Vec<RequestRecord>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn dead(
-    State(s): State<AppState>,
-    Query(l): Query<Limit>,
-) -> Result<Json<Vec<RequestRecord>>, ApiError> {
+pub(crate) async fn dead(State(s): State<AppState>, l: Query<Limit>) -> Result<Json<Vec<RequestRecord>>, ApiError> {
     let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
-    Ok(Json(dead_requests(&s, limit).await?))
-}
-
-pub(crate) async fn dead_requests(s: &AppState, limit: i64) -> Result<Vec<RequestRecord>, seatq::Error> {
-    s.client.dead_requests(limit).await
+    Ok(Json(s.client.dead_requests(limit).await?))
 }
 
 /// Requests put back in the queue.

@@ -105,7 +105,7 @@ async fn figures(s: &AppState) -> Result<DashboardLive, PageError> {
         s.client.stats(),
         s.client.workers(),
         crate::api::throughput_buckets(s, CHART_MINUTES),
-        crate::api::dead_requests(s, DEAD_SHOWN),
+        s.client.dead_requests(DEAD_SHOWN),
         maps::event_seats(&s.client, EVENTS_SHOWN, None),
     )?;
     let count = |status: Status| stats.requests.get(status.as_str()).copied().unwrap_or(0);

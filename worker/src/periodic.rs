@@ -11,23 +11,22 @@ use tokio_util::sync::CancellationToken;
 
 /// What one round came to.
 #[derive(Debug)]
-pub enum Round<E> {
+pub enum Round {
     /// It did its work (or stopped between two steps at shutdown).
     Done,
-    /// It failed; the next round comes after the interval or the backoff.
-    Failed(E),
+    /// It failed (every task's work is the database's); the next round
+    /// comes after the interval or the backoff.
+    Failed(sqlx::Error),
     /// Shutdown cut it short: the task ends with nothing more logged.
     Stopped,
 }
 
 /// A background task: one round of its work. A round races `shutdown`
-/// wherever it waits on the database, so that an outage never holds up
-/// shutdown (a transaction abandoned mid-way rolls back on the server).
+/// wherever it waits on the database (`shutdown.run_until_cancelled`), so
+/// that an outage never holds up shutdown (a transaction abandoned mid-way
+/// rolls back on the server).
 pub trait Task {
-    /// Why a round failed, as logged.
-    type Error: std::fmt::Display;
-
-    fn round(&mut self, shutdown: &CancellationToken) -> impl Future<Output = Round<Self::Error>> + Send;
+    fn round(&mut self, shutdown: &CancellationToken) -> impl Future<Output = Round> + Send;
 }
 
 /// What a task logs about its failures.

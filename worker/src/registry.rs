@@ -49,9 +49,7 @@ struct Heartbeat {
 }
 
 impl Task for Heartbeat {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let (pool, me) = (&self.pool, &self.me);
         let beat = async {
             match self.id {
@@ -70,12 +68,10 @@ impl Task for Heartbeat {
                     .map(|alive| alive.map(|_| current)),
             }
         };
-        let now = tokio::select! {
-            _ = shutdown.cancelled() => return Round::Stopped,
-            beat = beat => match beat {
-                Ok(now) => now,
-                Err(e) => return Round::Failed(e),
-            },
+        let now = match shutdown.run_until_cancelled(beat).await {
+            None => return Round::Stopped,
+            Some(Ok(now)) => now,
+            Some(Err(e)) => return Round::Failed(e),
         };
         if now.is_none() {
             tracing::warn!("this worker's registration was dropped as dead; registering again");
@@ -89,12 +85,11 @@ impl Task for Heartbeat {
             self.metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
         }
         let dead_after = seatq_core::WORKER_DEAD_AFTER.as_secs_f64();
-        let dropped = tokio::select! {
-            _ = shutdown.cancelled() => return Round::Stopped,
-            dropped = sqlx::query(registry::DROP_DEAD_WORKERS).bind(dead_after).execute(pool) => dropped,
-        };
-        if let Err(e) = dropped {
-            tracing::debug!(error = %e, "dropping dead workers failed");
+        let drop_dead = sqlx::query(registry::DROP_DEAD_WORKERS).bind(dead_after).execute(pool);
+        match shutdown.run_until_cancelled(drop_dead).await {
+            None => return Round::Stopped,
+            Some(Err(e)) => tracing::debug!(error = %e, "dropping dead workers failed"),
+            Some(Ok(_)) => {}
         }
         Round::Done
     }

@@ -91,16 +91,11 @@ struct Rescuer {
 }
 
 impl Task for Rescuer {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
-        let result = tokio::select! {
-            _ = shutdown.cancelled() => return Round::Stopped,
-            result = self.watch_once() => result,
-        };
-        match result {
-            Ok(()) => Round::Done,
-            Err(e) => {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
+        match shutdown.run_until_cancelled(self.watch_once()).await {
+            None => Round::Stopped,
+            Some(Ok(())) => Round::Done,
+            Some(Err(e)) => {
                 // Connect both anew; the life lock went with its session, if it did.
                 self.life = None;
                 self.watch = None;

@@ -42,19 +42,15 @@ struct Pruner {
 }
 
 impl Task for Pruner {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let mut total = 0;
         let result = loop {
-            let batch = tokio::select! {
-                _ = shutdown.cancelled() => break Round::Done,
-                deleted = sqlx::query_scalar::<_, i64>(retention::PRUNE_FINISHED)
-                    .bind(self.older_than.as_secs_f64())
-                    .bind(PRUNE_BATCH)
-                    .fetch_one(&self.pool) => deleted.map(|n| u64::try_from(n).unwrap_or(0)),
-            };
-            match batch {
+            let deleted = sqlx::query_scalar::<_, i64>(retention::PRUNE_FINISHED)
+                .bind(self.older_than.as_secs_f64())
+                .bind(PRUNE_BATCH)
+                .fetch_one(&self.pool);
+            let Some(batch) = shutdown.run_until_cancelled(deleted).await else { break Round::Done };
+            match batch.map(|n| u64::try_from(n).unwrap_or(0)) {
                 Ok(n) => {
                     Metrics::add(&self.metrics.pruned, n);
                     total += n;

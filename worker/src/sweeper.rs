@@ -80,15 +80,10 @@ struct Sweeper {
 }
 
 impl Task for Sweeper {
-    type Error = sqlx::Error;
-
-    async fn round(&mut self, shutdown: &CancellationToken) -> Round<sqlx::Error> {
+    async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let mut total = Swept::default();
         let result = loop {
-            let pass = tokio::select! {
-                _ = shutdown.cancelled() => break Round::Done,
-                pass = sweep_once(&self.pool) => pass,
-            };
+            let Some(pass) = shutdown.run_until_cancelled(sweep_once(&self.pool)).await else { break Round::Done };
             match pass {
                 Ok((swept, more)) => {
                     Metrics::add(&self.metrics.seats_expired, swept.seats as u64);

@@ -23,7 +23,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use seatq_worker::Strategy;
 
 use crate::procs::WorkerSettings;
-use crate::run::Plan;
+use crate::run::{Load, PageViews, Plan};
 use crate::scenario::Scenario;
 
 /// Benchmark seatq: throughput, latency, CPU and memory, per scenario and
@@ -165,20 +165,22 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             .await
             .with_context(|| format!("seeding {name}"))?;
         // With readers, each strategy runs without them and with them, in turn.
-        let with_readers = (args.readers > 0.0).then_some(args.readers);
+        let with_readers = (args.readers > 0.0)
+            .then(|| PageViews { per_sec: args.readers, max_age: Duration::from_millis(args.readers_max_age_ms) });
         // With --http, each strategy also runs its producers direct and over HTTP.
-        let producers: Vec<Option<(usize, producers::Via)>> = match args.http {
-            0 => vec![None],
-            n => vec![None, Some((n, producers::Via::Direct)), Some((n, producers::Via::Http))],
+        let given = args.rate.map_or(Load::Burst, Load::Steady);
+        let loads: Vec<Load> = match args.http {
+            0 => vec![given],
+            n => vec![given, Load::Producers(n, producers::Via::Direct), Load::Producers(n, producers::Via::Http)],
         };
         let plans: Vec<Plan> = strategies
             .iter()
             .flat_map(|strategy| [(strategy, None)].into_iter().chain(with_readers.map(|r| (strategy, Some(r)))))
             .flat_map(|(strategy, readers)| {
-                let producers = if readers.is_none() { producers.clone() } else { vec![None] };
-                producers.into_iter().map(move |p| (strategy, readers, p))
+                let loads = if readers.is_none() { loads.clone() } else { vec![given] };
+                loads.into_iter().map(move |load| (strategy, readers, load))
             })
-            .map(|(strategy, readers, producers)| Plan {
+            .map(|(strategy, readers, load)| Plan {
                 scenario,
                 strategy: strategy.to_string(),
                 requests: ((args.requests.unwrap_or(d.requests) as f64 * args.scale).round() as usize).max(1),
@@ -191,19 +193,17 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                     batch_size: args.batch_size,
                     backlog_batch_size: args.backlog_batch_size,
                 },
-                rate: args.rate,
+                load,
                 timeout: Duration::from_secs(args.timeout_secs),
                 readers,
-                readers_max_age: Duration::from_millis(args.readers_max_age_ms),
                 keep: args.keep,
-                producers,
             })
             .collect();
         let db = |plan: &Plan| {
-            let load = match plan.producers {
-                Some((_, via)) => format!("_{}", via.name()),
-                None if plan.rate.is_some() => "_steady".to_string(),
-                None => String::new(),
+            let load = match plan.load {
+                Load::Producers(_, via) => format!("_{}", via.name()),
+                Load::Steady(_) => "_steady".to_string(),
+                Load::Burst => String::new(),
             };
             let readers = if plan.readers.is_some() { "_readers" } else { "" };
             format!("{template}_{}{load}{readers}", plan.strategy.replace('-', "_"))
@@ -226,15 +226,14 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
             // a scenario with a backlog: that would be drained first anyway.
             let streamed = plan.requests as f64 / measured.requests.max(1) as f64;
             let steady = (args.steady_at > 0.0
-                && plan.rate.is_none()
+                && plan.load == Load::Burst
                 && plan.readers.is_none()
-                && plan.producers.is_none()
                 && plan.backlog == 0
                 && plan.strategy == Strategy::default().as_str())
             .then_some(measured.requests_per_sec * args.steady_at * streamed);
             results.push(measured);
             if let Some(rate) = steady.filter(|r| *r >= 1.0) {
-                let plan = Plan { rate: Some(rate.round()), ..plan.clone() };
+                let plan = Plan { load: Load::Steady(rate.round()), ..plan.clone() };
                 kept.push(db(&plan));
                 let mut steady_runs = Vec::new();
                 for _ in 0..args.repeat {
@@ -267,7 +266,7 @@ async fn run_once(
 ) -> anyhow::Result<run::Measured> {
     let measured = run::run(server, template, db, plan, log_dir)
         .await
-        .with_context(|| format!("{} / {} ({})", plan.scenario, plan.strategy, plan.load()))?;
+        .with_context(|| format!("{} / {} ({})", plan.scenario, plan.strategy, plan.describe()))?;
     if !args.json {
         eprintln!("{}", report::line(&measured));
     }
@@ -281,9 +280,9 @@ fn median(mut runs: Vec<run::Measured>, plan: &Plan) -> run::Measured {
     let all_ok = runs.iter().all(|r| r.invariants_ok);
     let violations: Vec<String> = runs.iter().flat_map(|r| r.violations.iter().cloned()).collect();
     let rates: Vec<f64> = runs.iter().map(|r| r.requests_per_sec).collect();
-    match plan.rate {
-        None => runs.sort_by(|a, b| a.requests_per_sec.total_cmp(&b.requests_per_sec)),
-        Some(_) => runs.sort_by(|a, b| a.latency.p99_ms.total_cmp(&b.latency.p99_ms)),
+    match plan.load {
+        Load::Steady(_) => runs.sort_by(|a, b| a.latency.p99_ms.total_cmp(&b.latency.p99_ms)),
+        Load::Burst | Load::Producers(..) => runs.sort_by(|a, b| a.requests_per_sec.total_cmp(&b.requests_per_sec)),
     }
     let mut median = runs.swap_remove(runs.len() / 2);
     median.runs_requests_per_sec = rates;

@@ -40,31 +40,47 @@ pub struct Plan {
     pub hold_secs: u32,
     pub workers: usize,
     pub settings: WorkerSettings,
-    /// Requests per second to enqueue at (steady stream); `None`: all at once.
-    pub rate: Option<f64>,
+    /// How the requests after the backlog arrive.
+    pub load: Load,
     pub timeout: Duration,
-    /// Storefront page views per second of the first event during the run
-    /// (`None`: no readers).
-    pub readers: Option<f64>,
-    /// How old a view the readers' cache may serve.
-    pub readers_max_age: Duration,
+    /// Storefront page views of the first event during the run (`None`: no
+    /// readers).
+    pub readers: Option<PageViews>,
     /// Leave the run's database for inspection instead of dropping it.
     pub keep: bool,
-    /// Producers sending the burst one request at a time, each waiting for
-    /// its outcome, and how (`None`: the burst is enqueued at once).
-    pub producers: Option<(usize, Via)>,
+}
+
+/// How a run's requests (after the backlog) arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    /// All at once, in one transaction.
+    Burst,
+    /// A steady stream of this many requests a second.
+    Steady(f64),
+    /// This many producers, each sending one request at a time and waiting
+    /// for its outcome, and how they send.
+    Producers(usize, Via),
+}
+
+/// Storefront readers beside a run: page views a second, and how old a view
+/// their cache may serve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PageViews {
+    pub per_sec: f64,
+    pub max_age: Duration,
 }
 
 impl Plan {
     /// "burst", or "N/s" for a steady stream; with " + N reads/s" when
     /// storefront readers run beside.
-    pub fn load(&self) -> String {
-        let load = match self.producers {
-            Some((n, via)) => format!("{n} producers {}", via.name()),
-            None => self.rate.map_or_else(|| "burst".to_string(), |r| format!("{r:.0}/s")),
+    pub fn describe(&self) -> String {
+        let load = match self.load {
+            Load::Producers(n, via) => format!("{n} producers {}", via.name()),
+            Load::Steady(rate) => format!("{rate:.0}/s"),
+            Load::Burst => "burst".to_string(),
         };
         match self.readers {
-            Some(r) => format!("{load} + {r:.0} reads/s"),
+            Some(r) => format!("{load} + {:.0} reads/s", r.per_sec),
             None => load,
         }
     }
@@ -215,26 +231,26 @@ pub async fn run(
         _ => None,
     };
     let readers = match (plan.readers, events.first()) {
-        (Some(rate), Some(&event)) => {
-            Some(Readers::start(&url, event, rate, plan.readers_max_age).await.context("starting the readers")?)
+        (Some(views), Some(&event)) => {
+            Some(Readers::start(&url, event, views.per_sec, views.max_age).await.context("starting the readers")?)
         }
         _ => None,
     };
     let started = Instant::now();
     let t0: DateTime<Utc>;
-    let feeder = match (plan.producers, plan.rate) {
-        (Some((n, via)), _) => {
+    let feeder = match plan.load {
+        Load::Producers(n, via) => {
             enqueue(&pool, &backlog, 0).await.context("enqueuing the backlog")?;
             t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
             let client = producers::connect(&url).await?;
             Some(tokio::spawn(producers::produce(client, via, burst, n)))
         }
-        (None, None) => {
+        Load::Burst => {
             backlog.extend(burst);
             t0 = enqueue(&pool, &backlog, 0).await.context("enqueuing the burst")?;
             None
         }
-        (None, Some(rate)) => {
+        Load::Steady(rate) => {
             enqueue(&pool, &backlog, 0).await.context("enqueuing the backlog")?;
             t0 = sqlx::query_scalar(sql::NOW).fetch_one(&pool).await?;
             Some(tokio::spawn(stream(pool.clone(), burst, rate)))
@@ -313,7 +329,7 @@ pub async fn run(
     Ok(Measured {
         scenario: plan.scenario.to_string(),
         strategy: plan.strategy.clone(),
-        load: plan.load(),
+        load: plan.describe(),
         workers: plan.workers,
         settings: plan.settings.clone(),
         requests: summary.requests,

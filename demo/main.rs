@@ -371,7 +371,8 @@ async fn report(
         println!("\n{} as its storefront shows it, by class:", theatre.name);
         let view = client.cached_availability(theatre.id).await?;
         for c in view.classes() {
-            let price = c.free_min_cents.map_or("-".to_string(), |p| format!("from {:.2}", f64::from(p) / 100.0));
+            let price =
+                c.prices.free_min_cents.map_or("-".to_string(), |p| format!("from {:.2}", f64::from(p) / 100.0));
             println!("  class {}: {} of {} seats free, {price}", c.class, c.free, c.seats);
         }
     }

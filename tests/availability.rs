@@ -96,17 +96,17 @@ async fn availability_and_the_seat_map_match_the_seats() {
         assert_eq!(c.free, count(SeatAvailability::Free), "class {}", c.class);
         assert_eq!(c.held, count(SeatAvailability::Held), "class {}", c.class);
         assert_eq!(c.booked, count(SeatAvailability::Booked), "class {}", c.class);
-        assert_eq!(c.free_min_cents, free_prices.clone().min(), "class {}", c.class);
-        assert_eq!(c.free_max_cents, free_prices.max(), "class {}", c.class);
-        assert_eq!(c.min_cents, all_prices.clone().min().unwrap_or_default(), "class {}", c.class);
-        assert_eq!(c.max_cents, all_prices.max().unwrap_or_default(), "class {}", c.class);
+        assert_eq!(c.prices.free_min_cents, free_prices.clone().min(), "class {}", c.class);
+        assert_eq!(c.prices.free_max_cents, free_prices.max(), "class {}", c.class);
+        assert_eq!(c.prices.min_cents, all_prices.clone().min().unwrap_or_default(), "class {}", c.class);
+        assert_eq!(c.prices.max_cents, all_prices.max().unwrap_or_default(), "class {}", c.class);
     }
     // And by hand: ann holds 2 and bob booked 3 of class 1's 19 seats; eve
     // booked 1 of class 2's 30 (cat's 2 lapsed); dan's 4 of class 3 are back.
     let by_class: Vec<(i64, i64, i64, i64)> = summary.iter().map(|c| (c.seats, c.free, c.held, c.booked)).collect();
     assert_eq!(by_class, [(19, 14, 2, 3), (30, 29, 0, 1), (11, 11, 0, 0)]);
-    assert_eq!((summary[0].min_cents, summary[0].max_cents), (75000, 90000));
-    assert_eq!((summary[2].free_min_cents, summary[2].free_max_cents), (Some(12000), Some(15000)));
+    assert_eq!((summary[0].prices.min_cents, summary[0].prices.max_cents), (75000, 90000));
+    assert_eq!((summary[2].prices.free_min_cents, summary[2].prices.free_max_cents), (Some(12000), Some(15000)));
 
     // The map in two parts: the layout, and one row naming the seats that
     // are not free (the lapsed and cancelled ones are free); and the view a
@@ -135,7 +135,7 @@ async fn availability_and_the_seat_map_match_the_seats() {
         assert_eq!(rest.status, Status::Succeeded, "{rest:?}");
     }
     let summary = db.client.availability(ev).await.unwrap();
-    assert_eq!((summary[2].free, summary[2].free_min_cents, summary[2].free_max_cents), (0, None, None));
+    assert_eq!((summary[2].free, summary[2].prices.free_min_cents, summary[2].prices.free_max_cents), (0, None, None));
     assert!(db.client.availability(other + 100).await.unwrap().is_empty());
     assert!(db.client.seat_map(other + 100).await.unwrap().is_empty());
     assert!(db.client.seat_layout(other + 100).await.unwrap().is_empty());

@@ -359,11 +359,14 @@ async fn reads_and_the_openapi_description() {
     assert_eq!(blocked, venue.seats.iter().filter(|s| !s.for_sale).count());
     let (status, classes) = s.get(&format!("/api/events/{ev}/availability")).await;
     assert_eq!((status, classes.as_array().map(Vec::len)), (200, Some(4)));
+    // A class's prices sit beside its counts, as in SQL.
+    assert!(classes[0]["min_cents"].is_i64() && classes[0].get("prices").is_none(), "{}", classes[0]);
     let (status, events) = s.get("/api/events").await;
     assert_eq!((status, events[0]["name"].as_str()), (200, Some("Hamlet")));
 
     let (status, doc) = s.get("/api/openapi.json").await;
     assert_eq!(status, 200);
+    assert!(doc["components"]["schemas"]["ClassPrices"]["properties"]["free_min_cents"].is_object(), "{doc}");
     for path in [
         "/api/requests",
         "/api/requests/{id}",

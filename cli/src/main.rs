@@ -615,8 +615,8 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
             c.free,
             c.held,
             c.booked,
-            range(c.free_min_cents, c.free_max_cents),
-            range(Some(c.min_cents), Some(c.max_cents))
+            range(c.prices.free_min_cents, c.prices.free_max_cents),
+            range(Some(c.prices.min_cents), Some(c.prices.max_cents))
         );
     }
     if map.is_empty() {

@@ -30,12 +30,39 @@ pub struct ClassAvailability {
     /// Held, the hold not lapsed.
     pub held: i64,
     pub booked: i64,
+    /// Its price ranges (in JSON and SQL, fields beside the counts).
+    #[serde(flatten)]
+    #[sqlx(flatten)]
+    pub prices: ClassPrices,
+}
+
+/// A class's prices, in cents: of its free seats, and of all its seats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClassPrices {
     /// Cheapest and dearest free seat; absent when none is free.
     pub free_min_cents: Option<i32>,
     pub free_max_cents: Option<i32>,
     /// Cheapest and dearest seat of the class, free or not.
     pub min_cents: i32,
     pub max_cents: i32,
+}
+
+impl ClassPrices {
+    /// The prices of a class whose first seat costs `price`, none free yet.
+    fn of(price: i32) -> ClassPrices {
+        ClassPrices { free_min_cents: None, free_max_cents: None, min_cents: price, max_cents: price }
+    }
+
+    /// Count in one more seat of the class.
+    fn add(&mut self, price: i32, free: bool) {
+        self.min_cents = self.min_cents.min(price);
+        self.max_cents = self.max_cents.max(price);
+        if free {
+            self.free_min_cents = Some(self.free_min_cents.map_or(price, |p| p.min(price)));
+            self.free_max_cents = Some(self.free_max_cents.map_or(price, |p| p.max(price)));
+        }
+    }
 }
 
 /// One seat on an event's map: where it is and what it costs, and how it
@@ -201,20 +228,12 @@ fn summary<'a>(seats: impl Iterator<Item = (&'a LayoutSeat, SeatAvailability)>) 
             free: 0,
             held: 0,
             booked: 0,
-            free_min_cents: None,
-            free_max_cents: None,
-            min_cents: price,
-            max_cents: price,
+            prices: ClassPrices::of(price),
         });
         c.seats += 1;
-        c.min_cents = c.min_cents.min(price);
-        c.max_cents = c.max_cents.max(price);
+        c.prices.add(price, state == SeatAvailability::Free);
         match state {
-            SeatAvailability::Free => {
-                c.free += 1;
-                c.free_min_cents = Some(c.free_min_cents.map_or(price, |p| p.min(price)));
-                c.free_max_cents = Some(c.free_max_cents.map_or(price, |p| p.max(price)));
-            }
+            SeatAvailability::Free => c.free += 1,
             SeatAvailability::Held => c.held += 1,
             SeatAvailability::Booked => c.booked += 1,
             SeatAvailability::NotForSale => {}
@@ -256,9 +275,24 @@ mod tests {
         let counts: Vec<(i16, i64, i64, i64, i64)> =
             view.classes().iter().map(|c| (c.class, c.seats, c.free, c.held, c.booked)).collect();
         assert_eq!(counts, [(1, 2, 1, 1, 0), (2, 3, 1, 0, 2)]);
-        let prices: Vec<_> =
-            view.classes().iter().map(|c| (c.free_min_cents, c.free_max_cents, c.min_cents, c.max_cents)).collect();
-        assert_eq!(prices, [(Some(5000), Some(5000), 4000, 5000), (Some(3000), Some(3000), 2000, 3000)]);
+        let prices: Vec<_> = view.classes().iter().map(|c| c.prices).collect();
+        assert_eq!(
+            prices,
+            [
+                ClassPrices {
+                    free_min_cents: Some(5000),
+                    free_max_cents: Some(5000),
+                    min_cents: 4000,
+                    max_cents: 5000
+                },
+                ClassPrices {
+                    free_min_cents: Some(3000),
+                    free_max_cents: Some(3000),
+                    min_cents: 2000,
+                    max_cents: 3000
+                },
+            ]
+        );
         assert!(!SeatStates { seats: 6, ..states }.fit(view.layout()));
     }
 }

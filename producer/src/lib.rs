@@ -47,7 +47,7 @@ pub mod venue;
 pub mod view_cache;
 mod waiters;
 
-pub use availability::{AvailabilityView, ClassAvailability, LayoutSeat, MapSeat, SeatStates};
+pub use availability::{AvailabilityView, ClassAvailability, ClassPrices, LayoutSeat, MapSeat, SeatStates};
 pub use batch::{Batch, PartyOutcome, Summary};
 pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{

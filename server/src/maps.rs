@@ -215,9 +215,9 @@ pub(crate) fn class_rows(classes: &[ClassAvailability]) -> Vec<ClassRow> {
             free: c.free,
             held: c.held,
             booked: c.booked,
-            prices: match (c.free_min_cents, c.free_max_cents) {
+            prices: match (c.prices.free_min_cents, c.prices.free_max_cents) {
                 (Some(low), Some(high)) => range(low, high),
-                _ => format!("{} (none free)", range(c.min_cents, c.max_cents)),
+                _ => format!("{} (none free)", range(c.prices.min_cents, c.prices.max_cents)),
             },
         })
         .collect()

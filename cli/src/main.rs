@@ -604,8 +604,8 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
         _ => "-".to_string(),
     };
     println!(
-        "{:>5} {:>7} {:>7} {:>7} {:>7}  {:<21} {}",
-        "class", "seats", "free", "held", "booked", "free seats' prices", "all prices"
+        "{:>5} {:>7} {:>7} {:>7} {:>7}  {:<21} all prices",
+        "class", "seats", "free", "held", "booked", "free seats' prices"
     );
     for c in classes {
         println!(
@@ -803,32 +803,6 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory as _;
-
-    use super::Cli;
-
-    #[test]
-    fn every_command_and_argument_explains_itself() {
-        seatq_core::bin::assert_documented(Cli::command());
-    }
-
-    #[test]
-    fn ranged_arguments_show_their_range() {
-        let mut cli = Cli::command();
-        cli.build();
-        let hold = cli.find_subcommand("hold").expect("hold");
-        for (arg, range) in [("party", "1-9"), ("class", "1-32767"), ("hold_seconds", "1-86400")] {
-            let arg = hold.get_arguments().find(|a| a.get_id() == arg).expect(arg);
-            assert_eq!(arg.get_value_names().unwrap_or_default(), [range]);
-        }
-        let extend = cli.find_subcommand("extend").expect("extend");
-        let arg = extend.get_arguments().find(|a| a.get_id() == "hold_seconds").expect("hold_seconds");
-        assert_eq!(arg.get_value_names().unwrap_or_default(), ["1-86400"]);
-    }
-}
-
 /// `seatq event ...`.
 async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
     let json = ctx.json;
@@ -943,4 +917,30 @@ fn event_line(e: &seatq::EventSummary) -> String {
         e.taken,
         e.blocked
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    #[test]
+    fn every_command_and_argument_explains_itself() {
+        seatq_core::bin::assert_documented(Cli::command());
+    }
+
+    #[test]
+    fn ranged_arguments_show_their_range() {
+        let mut cli = Cli::command();
+        cli.build();
+        let hold = cli.find_subcommand("hold").expect("hold");
+        for (arg, range) in [("party", "1-9"), ("class", "1-32767"), ("hold_seconds", "1-86400")] {
+            let arg = hold.get_arguments().find(|a| a.get_id() == arg).expect(arg);
+            assert_eq!(arg.get_value_names().unwrap_or_default(), [range]);
+        }
+        let extend = cli.find_subcommand("extend").expect("extend");
+        let arg = extend.get_arguments().find(|a| a.get_id() == "hold_seconds").expect("hold_seconds");
+        assert_eq!(arg.get_value_names().unwrap_or_default(), ["1-86400"]);
+    }
 }

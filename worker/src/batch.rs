@@ -149,7 +149,7 @@ pub async fn run(
     // contention: if its allocation fails, the batch fails and rolls back, as
     // one whose connection broke would, and the loop claims one request at a
     // time for a while, which finds the request that broke it (see `Worker`).
-    let (takers, singles): (Vec<_>, Vec<_>) = decoded.iter().partition(|d| is_taker(d));
+    let (takers, singles): (Vec<_>, Vec<_>) = decoded.iter().partition(is_taker);
     let whole = singles.is_empty() && !strategy.fails_on_contention();
     // One savepoint is kept for the holds and bookings.
     let reserved = usize::from(!takers.is_empty() && !whole);

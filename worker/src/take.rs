@@ -698,11 +698,15 @@ fn together(runs: &Runs, r: &SeatRequest, seats: &Seats) -> Together {
     }
 }
 
+/// How a block of adjacent seats ranks: total price, row, position.
+type BlockRank = (i64, i32, i32);
+
 /// The cheapest block of `party` adjacent seats in the runs, avoiding the
 /// seats `excluded` says: least total price, then the lowest row, then the
 /// lowest position.
 fn best_block(runs: &[Run], event: i64, party: usize, excluded: impl Fn(&Key) -> bool) -> Option<Vec<i32>> {
-    let mut best: Option<((i64, i32, i32), &[i32])> = None;
+    // (total price, row, position) of the best block so far, and its seats.
+    let mut best: Option<(BlockRank, &[i32])> = None;
     for run in runs {
         for start in 0..(run.seats.len() + 1).saturating_sub(party) {
             let block = &run.seats[start..start + party];

@@ -179,7 +179,9 @@ async fn availability_prints_classes_and_the_seat_map() {
 
     let out = seatq_exits(&url, &["availability", "--event", &ev, "--seats"], 0).await;
     assert!(out.stdout.contains("seat map"), "{out:?}");
-    let marks = out.stdout.lines().filter(|l| l.starts_with("row")).flat_map(str::split_whitespace);
+    // Each row named as the venue names it (the seeded cabin's rows are numbered).
+    assert!(out.stdout.lines().any(|l| l.starts_with("Cabin  row 1 ")), "{out:?}");
+    let marks = out.stdout.lines().filter(|l| l.contains(" row ")).flat_map(str::split_whitespace);
     assert_eq!(marks.filter(|&m| m == "h").count(), 2, "two seats held: {out:?}");
     assert!(!out.stdout.contains("ann"), "{out:?}");
     let doc = seatq_exits(&url, &json(&["availability", "--event", &ev, "--seats"]), 0).await.json();

@@ -145,7 +145,7 @@ enum Command {
         /// The event.
         #[arg(long)]
         event: i64,
-        /// Also show the seat map, a row a line: free, held, booked or not for sale.
+        /// Also show the seat map, a row a line by the venue's names: free, held, booked or not for sale.
         #[arg(long)]
         seats: bool,
     },
@@ -591,7 +591,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// The classes of an event as a table, then the seat map (if any) a row a
-/// line, one mark per seat.
+/// line named as the venue names it, one mark per seat.
 fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[seatq::MapSeat]) {
     use seatq::SeatAvailability as A;
     if classes.is_empty() {
@@ -623,6 +623,10 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
         return;
     }
     println!("\nseat map (. free, h held, B booked, x not for sale):");
+    // Rows by the venue's names (section and row label), as a box office
+    // calls them; the row numbers are only for drawing.
+    let section_width = map.iter().map(|s| s.section.chars().count()).max().unwrap_or(0);
+    let label_width = map.iter().map(|s| s.row_label.chars().count()).max().unwrap_or(0);
     for row in map.chunk_by(|a, b| a.row == b.row) {
         let marks: Vec<&str> = row
             .iter()
@@ -634,7 +638,12 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
             })
             .collect();
         let (first, last) = (row[0].seat, row[row.len() - 1].seat);
-        println!("row {:>4}  {}  seats {first}-{last}", row[0].row, marks.join(" "));
+        println!(
+            "{:<section_width$}  row {:<label_width$}  {}  seats {first}-{last}",
+            row[0].section,
+            row[0].row_label,
+            marks.join(" ")
+        );
     }
 }
 
@@ -902,7 +911,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                         format!("{}-{}", price(g.min_price_cents), price(g.max_price_cents))
                     };
                     println!(
-                        "  {:<16} class {:<3} {:<10} {:>6}  at {prices}",
+                        "  {:<16} class {:<3} {:<12} {:>6}  at {prices}",
                         g.section,
                         g.class,
                         g.state.as_str(),

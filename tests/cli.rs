@@ -195,6 +195,23 @@ async fn availability_prints_classes_and_the_seat_map() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_that_does_not_exist_is_not_found() {
+    let (db, url, ev) = setup(4).await;
+    // An event that does not exist is not_found, as a request that does not exist is.
+    for command in [["event", "show", "999"], ["event", "close", "999"]] {
+        let missing = seatq_exits(&url, &json(&command), 2).await.json();
+        assert_eq!(missing["error"]["code"], "not_found", "{command:?}: {missing}");
+        assert_eq!(missing["error"]["message"], "no event 999", "{command:?}: {missing}");
+    }
+    let request = seatq_exits(&url, &json(&["status", "999"]), 2).await.json();
+    assert_eq!(request["error"]["code"], "not_found", "{request}");
+    let shown = seatq_exits(&url, &["event", "show", &ev], 0).await;
+    assert!(shown.stdout.contains("free"), "{shown:?}");
+    assert_eq!(count_requests(&db).await, 0, "nothing enqueued");
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_or_refused_request_exits_1_with_its_code() {
     let (db, url, ev) = setup(4).await;
     let workers = Running::start(&db, 1, Config::default()).await;

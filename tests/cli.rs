@@ -195,7 +195,7 @@ async fn availability_prints_classes_and_the_seat_map() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_that_does_not_exist_is_not_found() {
+async fn an_event_or_dead_request_that_does_not_exist_is_said_so() {
     let (db, url, ev) = setup(4).await;
     // An event that does not exist is not_found, as a request that does not exist is.
     for command in [["event", "show", "999"], ["event", "close", "999"]] {
@@ -207,6 +207,9 @@ async fn an_event_that_does_not_exist_is_not_found() {
     assert_eq!(request["error"]["code"], "not_found", "{request}");
     let shown = seatq_exits(&url, &["event", "show", &ev], 0).await;
     assert!(shown.stdout.contains("free"), "{shown:?}");
+    // Retrying a request that is not dead says so, and exits 1.
+    let retry = seatq_exits(&url, &["retry", "999"], 1).await;
+    assert_eq!(retry.stdout.trim(), "no dead request 999: nothing requeued", "{retry:?}");
     assert_eq!(count_requests(&db).await, 0, "nothing enqueued");
     db.close().await;
 }

@@ -568,6 +568,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let ids = ctx.connect().await?.retry_dead(if all_dead { None } else { id }).await?;
             if json {
                 println!("{}", serde_json::json!({ "requeued": ids }));
+            } else if let (Some(id), true, false) = (id, ids.is_empty(), all_dead) {
+                println!("no dead request {id}: nothing requeued");
             } else {
                 println!("requeued {} dead request(s): {ids:?}", ids.len());
             }

@@ -98,7 +98,9 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
             return Err(Usage::Invalid("reading standard input: name the batch with --batch NAME".into()).into());
         }
         None => {
-            return Err(Usage::Invalid(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into());
+            return Err(
+                Usage::Invalid(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into()
+            );
         }
     };
     seatq::batch::check_name(&name).map_err(|e| Usage::Invalid(format!("--batch {name:?}: {}", e.message)))?;

@@ -522,7 +522,7 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
     // Every party booked: exit status 0; the batch named on the command line.
     let good = write_text(&db, "more.csv", &format!("kind,event,class,party,customer\nbook,{ev},1,1,Kim\n"));
     let out = seatq_exits(&url, &["enqueue", "--file", good.to_str().unwrap(), "--batch", "more", "--wait"], 0).await;
-    assert!(out.stdout.contains("batch \"more\": 1 party: 1 booked (1 seats)"), "{out:?}");
+    assert!(out.stdout.contains("batch \"more\": 1 party: 1 booked (1 seat), "), "{out:?}");
 
     workers.stop().await;
     for f in [csv_in, out_csv, results, good] {

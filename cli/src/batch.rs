@@ -375,11 +375,12 @@ fn status_text(status: &BatchStatus) -> String {
 fn summary_text(name: &str, s: &Summary) -> String {
     let t = &s.total;
     let mut text = format!(
-        "batch {name:?}: {} {}: {} booked ({} seats), {} sold out, {} other failures, {} queued",
+        "batch {name:?}: {} {}: {} booked ({} {}), {} sold out, {} other failures, {} queued",
         t.parties,
         plural(t.parties as usize, "party", "parties"),
         t.booked,
         t.seats,
+        plural(t.seats as usize, "seat", "seats"),
         t.sold_out,
         t.failed,
         t.queued

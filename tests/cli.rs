@@ -179,7 +179,9 @@ async fn availability_prints_classes_and_the_seat_map() {
 
     let out = seatq_exits(&url, &["availability", "--event", &ev, "--seats"], 0).await;
     assert!(out.stdout.contains("seat map"), "{out:?}");
-    let marks = out.stdout.lines().filter(|l| l.starts_with("row")).flat_map(str::split_whitespace);
+    // Each row named as the venue names it (the seeded cabin's rows are numbered).
+    assert!(out.stdout.lines().any(|l| l.starts_with("Cabin  row 1 ")), "{out:?}");
+    let marks = out.stdout.lines().filter(|l| l.contains(" row ")).flat_map(str::split_whitespace);
     assert_eq!(marks.filter(|&m| m == "h").count(), 2, "two seats held: {out:?}");
     assert!(!out.stdout.contains("ann"), "{out:?}");
     let doc = seatq_exits(&url, &json(&["availability", "--event", &ev, "--seats"]), 0).await.json();
@@ -190,6 +192,26 @@ async fn availability_prints_classes_and_the_seat_map() {
     let none = seatq_exits(&url, &["availability", "--event", "999"], 1).await;
     assert!(none.stdout.contains("has no seats"), "{none:?}");
     db.assert_invariants_and_close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_or_dead_request_that_does_not_exist_is_said_so() {
+    let (db, url, ev) = setup(4).await;
+    // An event that does not exist is not_found, as a request that does not exist is.
+    for command in [["event", "show", "999"], ["event", "close", "999"]] {
+        let missing = seatq_exits(&url, &json(&command), 2).await.json();
+        assert_eq!(missing["error"]["code"], "not_found", "{command:?}: {missing}");
+        assert_eq!(missing["error"]["message"], "no event 999", "{command:?}: {missing}");
+    }
+    let request = seatq_exits(&url, &json(&["status", "999"]), 2).await.json();
+    assert_eq!(request["error"]["code"], "not_found", "{request}");
+    let shown = seatq_exits(&url, &["event", "show", &ev], 0).await;
+    assert!(shown.stdout.contains("free"), "{shown:?}");
+    // Retrying a request that is not dead says so, and exits 1.
+    let retry = seatq_exits(&url, &["retry", "999"], 1).await;
+    assert_eq!(retry.stdout.trim(), "no dead request 999: nothing requeued", "{retry:?}");
+    assert_eq!(count_requests(&db).await, 0, "nothing enqueued");
+    db.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -500,7 +522,7 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
     // Every party booked: exit status 0; the batch named on the command line.
     let good = write_text(&db, "more.csv", &format!("kind,event,class,party,customer\nbook,{ev},1,1,Kim\n"));
     let out = seatq_exits(&url, &["enqueue", "--file", good.to_str().unwrap(), "--batch", "more", "--wait"], 0).await;
-    assert!(out.stdout.contains("batch \"more\": 1 party: 1 booked (1 seats)"), "{out:?}");
+    assert!(out.stdout.contains("batch \"more\": 1 party: 1 booked (1 seat), "), "{out:?}");
 
     workers.stop().await;
     for f in [csv_in, out_csv, results, good] {

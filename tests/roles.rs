@@ -151,6 +151,11 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
         ],
     )
     .await;
+    // The client's error says what PostgreSQL said, with its SQLSTATE, and not
+    // the line of the server's source that said it.
+    let denied = shop.client.check_invariants(false).await.expect_err("a producer may not check");
+    assert_eq!(denied.code(), "database");
+    assert_eq!(denied.to_string(), "database error: permission denied for function check_invariants (SQLSTATE 42501)");
 
     drop_roles(&db, vec![shop], &[]).await;
     // What it enqueued is processed normally by a worker.

@@ -95,13 +95,15 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
     let name = match args.batch.clone().or_else(|| seatq::batch::default_name(file)) {
         Some(name) => name,
         None if file == "-" => {
-            return Err(Usage("reading standard input: name the batch with --batch NAME".into()).into());
+            return Err(Usage::Invalid("reading standard input: name the batch with --batch NAME".into()).into());
         }
         None => {
-            return Err(Usage(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into());
+            return Err(
+                Usage::Invalid(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into()
+            );
         }
     };
-    seatq::batch::check_name(&name).map_err(|e| Usage(format!("--batch {name:?}: {}", e.message)))?;
+    seatq::batch::check_name(&name).map_err(|e| Usage::Invalid(format!("--batch {name:?}: {}", e.message)))?;
     let format = args.format.map(Format::from).or_else(|| Format::of_path(file)).unwrap_or(Format::Jsonl);
     let parsed = if file == "-" {
         format.parse(std::io::stdin().lock())
@@ -110,7 +112,7 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
         format.parse(std::io::BufReader::new(f))
     }
     .with_context(|| format!("reading {file}"))?;
-    let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage(e.message))?;
+    let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage::Invalid(e.message))?;
     let client = if batch.parties().is_empty() {
         None
     } else {
@@ -373,11 +375,12 @@ fn status_text(status: &BatchStatus) -> String {
 fn summary_text(name: &str, s: &Summary) -> String {
     let t = &s.total;
     let mut text = format!(
-        "batch {name:?}: {} {}: {} booked ({} seats), {} sold out, {} other failures, {} queued",
+        "batch {name:?}: {} {}: {} booked ({} {}), {} sold out, {} other failures, {} queued",
         t.parties,
         plural(t.parties as usize, "party", "parties"),
         t.booked,
         t.seats,
+        plural(t.seats as usize, "seat", "seats"),
         t.sold_out,
         t.failed,
         t.queued

@@ -145,7 +145,7 @@ enum Command {
         /// The event.
         #[arg(long)]
         event: i64,
-        /// Also show the seat map, a row a line: free, held, booked or not for sale.
+        /// Also show the seat map, a row a line by the venue's names: free, held, booked or not for sale.
         #[arg(long)]
         seats: bool,
     },
@@ -378,13 +378,22 @@ fn print_error(code: &str, message: &str, json: bool) {
     }
 }
 
-/// A command line that parsed but names something that does not exist.
+/// A command line that parsed but cannot be carried out as it is.
 #[derive(Debug)]
-struct Usage(String);
+enum Usage {
+    /// No batch name, settings that do not fit together, no such command's
+    /// manual: `usage`.
+    Invalid(String),
+    /// An event that does not exist: `not_found`, as for a request.
+    NoEvent(i64),
+}
 
 impl std::fmt::Display for Usage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            Usage::Invalid(message) => f.write_str(message),
+            Usage::NoEvent(id) => write!(f, "no event {id}"),
+        }
     }
 }
 
@@ -399,8 +408,11 @@ fn error_code(e: &anyhow::Error) -> &'static str {
         if cause.is::<std::io::Error>() {
             return "io";
         }
-        if cause.is::<Usage>() {
-            return "usage";
+        if let Some(usage) = cause.downcast_ref::<Usage>() {
+            return match usage {
+                Usage::Invalid(_) => "usage",
+                Usage::NoEvent(_) => "not_found",
+            };
         }
     }
     "internal"
@@ -556,6 +568,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let ids = ctx.connect().await?.retry_dead(if all_dead { None } else { id }).await?;
             if json {
                 println!("{}", serde_json::json!({ "requeued": ids }));
+            } else if let (Some(id), true, false) = (id, ids.is_empty(), all_dead) {
+                println!("no dead request {id}: nothing requeued");
             } else {
                 println!("requeued {} dead request(s): {ids:?}", ids.len());
             }
@@ -591,7 +605,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// The classes of an event as a table, then the seat map (if any) a row a
-/// line, one mark per seat.
+/// line named as the venue names it, one mark per seat.
 fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[seatq::MapSeat]) {
     use seatq::SeatAvailability as A;
     if classes.is_empty() {
@@ -623,6 +637,10 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
         return;
     }
     println!("\nseat map (. free, h held, B booked, x not for sale):");
+    // Rows by the venue's names (section and row label), as a box office
+    // calls them; the row numbers are only for drawing.
+    let section_width = map.iter().map(|s| s.section.chars().count()).max().unwrap_or(0);
+    let label_width = map.iter().map(|s| s.row_label.chars().count()).max().unwrap_or(0);
     for row in map.chunk_by(|a, b| a.row == b.row) {
         let marks: Vec<&str> = row
             .iter()
@@ -634,7 +652,12 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
             })
             .collect();
         let (first, last) = (row[0].seat, row[row.len() - 1].seat);
-        println!("row {:>4}  {}  seats {first}-{last}", row[0].row, marks.join(" "));
+        println!(
+            "{:<section_width$}  row {:<label_width$}  {}  seats {first}-{last}",
+            row[0].section,
+            row[0].row_label,
+            marks.join(" ")
+        );
     }
 }
 
@@ -657,7 +680,7 @@ fn manual(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
             Some(command) => command.clone().version(env!("CARGO_PKG_VERSION")),
             None => {
                 let names: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
-                return Err(Usage(format!("no command {name:?}: expected one of {}", names.join(", "))).into());
+                return Err(Usage::Invalid(format!("no command {name:?}: expected one of {}", names.join(", "))).into());
             }
         },
     };
@@ -698,7 +721,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
         ..seatq_server::Settings::default()
     };
-    settings.check().map_err(|e| Usage(e.to_string()))?;
+    settings.check().map_err(|e| Usage::Invalid(e.to_string()))?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -706,7 +729,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     let url = &ctx.database_url;
     let client = ctx.retry.run("connecting", || seatq_server::connect(url, args.pool_size, ACQUIRE_TIMEOUT)).await?;
-    let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage(e.to_string()))?;
+    let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage::Invalid(e.to_string()))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, api = !args.no_api, shop = !args.no_shop, dashboard = !args.no_dashboard, "seatq serve: http://{addr}/");
     let stop = shutdown.clone();
@@ -838,7 +861,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             if event.name.trim().is_empty() {
-                return Err(Usage("the event needs a name: --name (or \"name\" in a JSON file)".into()).into());
+                return Err(Usage::Invalid("the event needs a name: --name (or \"name\" in a JSON file)".into()).into());
             }
             let id = ctx.connect().await?.import_event(&event, &parsed.seats).await?;
             let blocked = parsed.seats.iter().filter(|s| !s.for_sale).count();
@@ -861,7 +884,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
         EventCommand::Show { id } => {
             let client = ctx.connect().await?;
             let Some(e) = client.events(Some(id)).await?.pop() else {
-                return Err(Usage(format!("no event {id}")).into());
+                return Err(Usage::NoEvent(id).into());
             };
             let seats = client.event_seat_map(id).await?;
             if json {
@@ -876,7 +899,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                         format!("{}-{}", price(g.min_price_cents), price(g.max_price_cents))
                     };
                     println!(
-                        "  {:<16} class {:<3} {:<10} {:>6}  at {prices}",
+                        "  {:<16} class {:<3} {:<12} {:>6}  at {prices}",
                         g.section,
                         g.class,
                         g.state.as_str(),
@@ -887,7 +910,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
         }
         EventCommand::Close { id } => {
             if !ctx.connect().await?.close_event(id).await? {
-                return Err(Usage(format!("no event {id}")).into());
+                return Err(Usage::NoEvent(id).into());
             }
             if json {
                 println!("{}", serde_json::json!({ "closed": id }));

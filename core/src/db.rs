@@ -149,7 +149,8 @@ async fn connect_creating(options: &PgConnectOptions, within: Duration) -> Resul
         // Say which database and why, rather than a bare "permission denied".
         Err(e) if !sqlstate::is_transient(&e) => {
             return Err(Error::Db(sqlx::Error::Configuration(
-                format!("database \"{name}\" does not exist and cannot be created: {e}").into(),
+                format!("database \"{name}\" does not exist and cannot be created: {}", crate::error::db_text(&e))
+                    .into(),
             )));
         }
         Err(e) => return Err(Error::Db(e)),

@@ -58,7 +58,7 @@ pub enum Error {
          ask the server with SELECT pg_xact_status('{xid}') before trying again ({source})"
     )]
     CommitUnknown { xid: String, source: sqlx::Error },
-    #[error("database error: {0}")]
+    #[error("database error: {}", db_text(.0))]
     Db(sqlx::Error),
     /// One read made for several callers failed, and each of them gets
     /// this same error (the storefront cache reads an event once for every
@@ -89,6 +89,19 @@ pub enum Error {
          (DROP SCHEMA seatq CASCADE), or point DATABASE_URL at another database."
     )]
     SchemaMismatch { database: String, version: i64 },
+}
+
+/// A database error as a person reads it: PostgreSQL's message and its
+/// SQLSTATE. sqlx's own wording ends with the line of the server's C source
+/// that raised it ("at line 3655"), which means nothing to whoever reads it.
+pub(crate) fn db_text(error: &sqlx::Error) -> String {
+    match error.as_database_error() {
+        Some(db) => match db.code() {
+            Some(code) => format!("{} (SQLSTATE {code})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => error.to_string(),
+    }
 }
 
 impl From<sqlx::Error> for Error {

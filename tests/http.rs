@@ -156,6 +156,17 @@ async fn every_error_has_its_code_and_status() {
         let (got, answer) = s.get(path).await;
         assert_eq!((got, answer["error"]["code"].as_str()), (status, Some(code)), "{path}: {answer}");
     }
+    // A path or query parameter at fault is named, in the API's words.
+    for (path, message) in [
+        ("/api/requests/abc", "id: \"abc\" is not an integer"),
+        ("/api/events/x1/seats", "id: \"x1\" is not an integer"),
+        ("/api/holds/9.5/lapsed", "booking: \"9.5\" is not an integer"),
+        ("/api/requests/1/wait?timeout=soon", "timeout: invalid float literal"),
+        ("/api/ops/dead?limit=many", "limit: invalid digit found in string"),
+    ] {
+        let (got, answer) = s.get(path).await;
+        assert_eq!((got, answer["error"]["message"].as_str()), (400, Some(message)), "{path}: {answer}");
+    }
     let (got, answer) = common::http::answer(s.http.delete(s.url("/api/requests/1")).send().await).await;
     assert_eq!((got, answer["error"]["code"].as_str()), (405, Some("method_not_allowed")), "{answer}");
 

@@ -5,7 +5,7 @@
 //! [`seatq::Client::enqueue`], validated like any producer's.
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,7 +15,7 @@ use seatq::{ClassAvailability, EventSummary, MapSeat, NewRequest, Request, Reque
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Id, Params};
 use crate::sql::dashboard as sql;
 use crate::{AppState, auth, maps, wait};
 
@@ -114,7 +114,7 @@ pub struct Enqueued {
     ))]
 pub(crate) async fn enqueue(
     State(s): State<AppState>,
-    Query(q): Query<WaitParam>,
+    Params(q): Params<WaitParam>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -190,7 +190,7 @@ fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError>
 #[utoipa::path(get, path = "/api/requests/{id}", tag = "requests",
     params(("id" = i64, Path, description = "The request's id")),
     responses((status = 200, body = RequestRecord), (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
-pub(crate) async fn request(State(s): State<AppState>, Path(id): Path<i64>) -> Result<Json<RequestRecord>, ApiError> {
+pub(crate) async fn request(State(s): State<AppState>, Id(id): Id) -> Result<Json<RequestRecord>, ApiError> {
     Ok(Json(s.client.status(id).await?))
 }
 
@@ -206,7 +206,7 @@ pub(crate) async fn events(State(s): State<AppState>) -> Result<Json<Vec<EventSu
     responses((status = 200, body = Vec<ClassAvailability>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
 pub(crate) async fn availability(
     State(s): State<AppState>,
-    Path(id): Path<i64>,
+    Id(id): Id,
 ) -> Result<Json<Vec<ClassAvailability>>, ApiError> {
     Ok(Json(maps::availability(&s.client, id).await?))
 }
@@ -215,7 +215,7 @@ pub(crate) async fn availability(
 #[utoipa::path(get, path = "/api/events/{id}/seats", tag = "events",
     params(("id" = i64, Path, description = "The event's id")),
     responses((status = 200, body = Vec<MapSeat>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
-pub(crate) async fn seats(State(s): State<AppState>, Path(id): Path<i64>) -> Result<Json<Vec<MapSeat>>, ApiError> {
+pub(crate) async fn seats(State(s): State<AppState>, Id(id): Id) -> Result<Json<Vec<MapSeat>>, ApiError> {
     Ok(Json(maps::seat_map(&s.client, id).await?))
 }
 
@@ -251,7 +251,10 @@ pub struct Limit {
 /// enqueue-to-outcome latency of each bucket.
 #[utoipa::path(get, path = "/api/ops/throughput", tag = "operators", params(Window),
     responses((status = 200, body = Vec<Bucket>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn throughput(State(s): State<AppState>, w: Query<Window>) -> Result<Json<Vec<Bucket>>, ApiError> {
+pub(crate) async fn throughput(
+    State(s): State<AppState>,
+    Params(w): Params<Window>,
+) -> Result<Json<Vec<Bucket>>, ApiError> {
     let minutes = within("minutes", w.minutes.unwrap_or(10), 1..=60)?;
     Ok(Json(throughput_buckets(&s, minutes).await?))
 }
@@ -307,7 +310,10 @@ pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec
 /// Dead requests, the latest first, with their last error.
 #[utoipa::path(get, path = "/api/ops/dead", tag = "operators", params(Limit),
     responses((status = 200, body = Vec<RequestRecord>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn dead(State(s): State<AppState>, l: Query<Limit>) -> Result<Json<Vec<RequestRecord>>, ApiError> {
+pub(crate) async fn dead(
+    State(s): State<AppState>,
+    Params(l): Params<Limit>,
+) -> Result<Json<Vec<RequestRecord>>, ApiError> {
     let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
     Ok(Json(s.client.dead_requests(limit).await?))
 }
@@ -324,7 +330,7 @@ pub struct Requeued {
     security(("operator_token" = [])),
     responses((status = 200, body = Requeued), (status = 404, description = "not_found: no dead request with this id", body = crate::error::ErrorBody),
         (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn retry(State(s): State<AppState>, Path(id): Path<i64>) -> Result<Json<Requeued>, ApiError> {
+pub(crate) async fn retry(State(s): State<AppState>, Id(id): Id) -> Result<Json<Requeued>, ApiError> {
     let requeued = s.client.retry_dead(Some(id)).await?;
     if requeued.is_empty() {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no dead request with id {id}")));

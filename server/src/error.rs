@@ -3,6 +3,8 @@
 //! request, [`seatq::Error::code`] for the rest) and a fitting HTTP status.
 
 use axum::body::Body;
+use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -87,6 +89,47 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// The path's id (`/api/requests/{id}`, `/api/events/{id}/...`): a path
+/// that is not an integer there is refused as `invalid_request`, naming the
+/// parameter, not in axum's words about Rust types.
+#[derive(Debug, Clone, Copy)]
+pub struct Id(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Id, ApiError> {
+        let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::invalid(e.body_text()))?;
+        let (name, value) = params.last().ok_or_else(|| ApiError::invalid("the path names no id"))?;
+        value
+            .parse()
+            .map(Id)
+            .map_err(|_| ApiError::invalid(format!("{name}: {} is not an integer", seatq::validate::quoted(value))))
+    }
+}
+
+/// A query string read into `T`, refused as `invalid_request` with the
+/// parameter at fault named first (`wait: invalid float literal`).
+#[derive(Debug, Clone, Copy)]
+pub struct Params<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Params<T>, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(params)) => Ok(Params(params)),
+            // The rejection's source is serde's error with its field path;
+            // its own text prefixes that with axum's account of itself.
+            Err(e) => Err(ApiError::invalid(
+                std::error::Error::source(&e).map_or_else(|| e.body_text(), |source| source.to_string()),
+            )),
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::convert::Infallible;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
 use sqlx::PgPool;
@@ -20,7 +20,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Id};
 
 /// The announcements heard, for every page following one.
 #[derive(Clone)]
@@ -79,7 +79,7 @@ async fn listen(pool: PgPool, heard: broadcast::Sender<i64>) {
     responses((status = 200, description = "text/event-stream: event lapsed", content_type = "text/event-stream")))]
 pub(crate) async fn events(
     State(s): State<AppState>,
-    Path(booking): Path<i64>,
+    Id(booking): Id,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let mut heard = s.lapsed.heard.subscribe();
     let stream = crate::wait::async_stream(&s.shutdown, move |tx| async move {

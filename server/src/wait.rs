@@ -8,14 +8,14 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
 use seatq::RequestRecord;
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Id, Params};
 
 /// `?timeout=SECS`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -48,8 +48,8 @@ pub(crate) async fn outcome(s: &AppState, id: i64, secs: f64) -> Result<RequestR
         (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
 pub(crate) async fn long_poll(
     State(s): State<AppState>,
-    Path(id): Path<i64>,
-    Query(t): Query<Timeout>,
+    Id(id): Id,
+    Params(t): Params<Timeout>,
 ) -> Result<Json<RequestRecord>, ApiError> {
     let secs = t.timeout.unwrap_or(f64::INFINITY);
     if secs.is_nan() || secs < 0.0 {
@@ -70,7 +70,7 @@ pub(crate) async fn long_poll(
         (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
 pub(crate) async fn events(
     State(s): State<AppState>,
-    Path(id): Path<i64>,
+    Id(id): Id,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let first = s.client.status(id).await?;
     let most = s.settings.max_wait();

@@ -10,8 +10,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
+use seatq::outcome::{booked_places, places};
 use seatq::venue::NewEvent;
-use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatInfo, SeatRequest, Status};
+use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -246,37 +247,6 @@ fn rush(rng: &mut fastrand::Rng, events: &[DemoEvent]) -> Vec<NewRequest> {
     }
     rng.shuffle(&mut batch);
     batch
-}
-
-/// Seats (section, row, seat label) as the venue names them, a row at a
-/// time: "Circle, row C, seats 13, 14; row D, seat 2".
-fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
-    let seats: Vec<(&str, &str, &str)> = seats.into_iter().collect();
-    let mut text = String::new();
-    let mut last: Option<(&str, &str)> = None;
-    for (i, &(section, row, label)) in seats.iter().enumerate() {
-        if last == Some((section, row)) {
-            text.push_str(&format!(", {label}"));
-            continue;
-        }
-        let several = seats.get(i + 1).is_some_and(|&(s, r, _)| (s, r) == (section, row));
-        let seat = if several { "seats" } else { "seat" };
-        if last.is_some() {
-            text.push_str("; ");
-        }
-        if last.map(|(s, _)| s) == Some(section) {
-            text.push_str(&format!("row {row}, {seat} {label}"));
-        } else {
-            text.push_str(&format!("{section}, row {row}, {seat} {label}"));
-        }
-        last = Some((section, row));
-    }
-    text
-}
-
-/// The seats of a booking, as the venue names them.
-fn booked_places(seats: &[SeatInfo]) -> String {
-    places(seats.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
 }
 
 async fn enqueue(client: &Client, batch: &[NewRequest]) -> anyhow::Result<Vec<i64>> {

@@ -159,7 +159,7 @@ async fn hold_wait_prints_the_outcome_and_exits_0() {
 
     let hold = |customer| ["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", customer, "--wait"];
     let out = seatq_exits(&url, &hold("ann"), 0).await;
-    assert!(out.stdout.contains("held for ann: seats "), "{out:?}");
+    assert!(out.stdout.contains("held for ann: ") && out.stdout.contains(" (class 1), total "), "{out:?}");
 
     let record = seatq_exits(&url, &json(&hold("bob")), 0).await.json();
     assert_eq!(record["status"], "succeeded", "{record}");

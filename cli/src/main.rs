@@ -795,22 +795,19 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
     } else {
         let what = match (&r.status, r.booking()) {
             (Status::Succeeded, Some(b)) => {
-                let seats: Vec<String> = b
-                    .seats
-                    .iter()
-                    .map(|s| match s.label.is_empty() {
-                        true => format!("{}(class {})", s.seat, s.class),
-                        false => format!("{}({}, class {})", s.seat, s.place(), s.class),
-                    })
-                    .collect();
+                let mut classes: Vec<i16> = b.seats.iter().map(|s| s.class).collect();
+                classes.sort_unstable();
+                classes.dedup();
+                let classes: Vec<String> = classes.iter().map(i16::to_string).collect();
                 let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
                 let until = if b.capped { format!("{until} (the longest a hold may last)") } else { until };
                 format!(
-                    "booking {} {} for {}: seats {} total {}.{:02}{until}",
+                    "booking {} {} for {}: {} (class {}), total {}.{:02}{until}",
                     b.booking,
                     b.state,
                     b.customer,
-                    seats.join(" "),
+                    seatq::outcome::booked_places(&b.seats),
+                    classes.join(", "),
                     b.total_cents / 100,
                     b.total_cents % 100
                 )

@@ -118,6 +118,44 @@ impl SeatInfo {
     }
 }
 
+/// Seats as the venue names them, a row at a time: "Circle, row C, seats
+/// 13, 14; row D, seat 2"; by number ("seats 56, 57") where the event's
+/// seats have no names.
+pub fn booked_places(seats: &[SeatInfo]) -> String {
+    if seats.iter().all(|s| s.label.is_empty()) {
+        let numbers: Vec<String> = seats.iter().map(|s| s.seat.to_string()).collect();
+        let seat = if numbers.len() == 1 { "seat" } else { "seats" };
+        return format!("{seat} {}", numbers.join(", "));
+    }
+    places(seats.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
+}
+
+/// Seats given as (section, row label, seat label), named a row at a time,
+/// in the order given: "Circle, row C, seats 13, 14; row D, seat 2".
+pub fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
+    let seats: Vec<(&str, &str, &str)> = seats.into_iter().collect();
+    let mut text = String::new();
+    let mut last: Option<(&str, &str)> = None;
+    for (i, &(section, row, label)) in seats.iter().enumerate() {
+        if last == Some((section, row)) {
+            text.push_str(&format!(", {label}"));
+            continue;
+        }
+        let several = seats.get(i + 1).is_some_and(|&(s, r, _)| (s, r) == (section, row));
+        let seat = if several { "seats" } else { "seat" };
+        if last.is_some() {
+            text.push_str("; ");
+        }
+        if last.map(|(s, _)| s) == Some(section) {
+            text.push_str(&format!("row {row}, {seat} {label}"));
+        } else {
+            text.push_str(&format!("{section}, row {row}, {seat} {label}"));
+        }
+        last = Some((section, row));
+    }
+    text
+}
+
 labelled! {
     /// Stable error codes recorded in `seatq.requests.error_code` (and one,
     /// `idempotency_conflict`, of an enqueue refused outright).
@@ -327,6 +365,29 @@ impl RequestRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seats_are_named_a_row_at_a_time() {
+        let seat = |seat, section: &str, row: &str, label: &str| SeatInfo {
+            seat,
+            class: 1,
+            row: 1,
+            pos: 1,
+            price_cents: 100,
+            section: section.into(),
+            row_label: row.into(),
+            label: label.into(),
+        };
+        let seats = [
+            seat(1, "Circle", "C", "13"),
+            seat(2, "Circle", "C", "14"),
+            seat(3, "Circle", "D", "2"),
+            seat(4, "Box A", "1", "1"),
+        ];
+        assert_eq!(booked_places(&seats), "Circle, row C, seats 13, 14; row D, seat 2; Box A, row 1, seat 1");
+        assert_eq!(booked_places(&[seat(56, "", "", ""), seat(57, "", "", "")]), "seats 56, 57");
+        assert_eq!(booked_places(&[seat(56, "", "", "")]), "seat 56");
+    }
 
     #[test]
     fn serialised_codes_are_the_stored_ones() {

@@ -137,7 +137,7 @@ async fn every_error_has_its_code_and_status() {
     // Not JSON at all.
     let sent = s.http.post(s.url("/api/requests")).body("hold 2 seats").send().await;
     let (got, answer) = common::http::answer(sent).await;
-    assert_eq!((got, answer["error"]["code"].as_str()), (400, Some("wrong_type")), "{answer}");
+    assert_eq!((got, answer["error"]["code"].as_str()), (400, Some("invalid_json")), "{answer}");
     // Nothing refused was stored.
     assert_eq!(db.client.stats().await.expect("stats").requests.values().sum::<i64>(), 0);
 

@@ -107,7 +107,7 @@ pub struct Enqueued {
     responses(
         (status = 202, description = "Enqueued (without ?wait)", body = Enqueued),
         (status = 200, description = "With ?wait: the request after the wait, finished (succeeded, failed or dead) or still queued", body = RequestRecord),
-        (status = 400, description = "Refused: the code names why (missing_field, wrong_type, party_out_of_range, ...)", body = crate::error::ErrorBody),
+        (status = 400, description = "Refused: the code names why (invalid_json, missing_field, wrong_type, party_out_of_range, ...)", body = crate::error::ErrorBody),
         (status = 409, description = "idempotency_conflict", body = crate::error::ErrorBody),
         (status = 413, description = "payload_too_large", body = crate::error::ErrorBody),
         (status = 503, description = "The database cannot be reached", body = crate::error::ErrorBody),
@@ -133,16 +133,16 @@ pub(crate) async fn enqueue(
 fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError> {
     let refused = |code: seatq::ErrorCode, message: String| ApiError::refused(seatq::RequestError { code, message });
     use seatq::ErrorCode as C;
-    let text = std::str::from_utf8(body).map_err(|e| {
-        refused(C::WrongType, format!("the body is not UTF-8: {e}; expected JSON {{\"kind\", \"payload\"}}"))
-    })?;
+    // Text that is not JSON is `invalid_json`, as in the CLI and bulk files.
+    let not_json = |why: String| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("{why}; expected {{\"kind\", \"payload\"}}"))
+    };
+    let text = std::str::from_utf8(body).map_err(|e| not_json(format!("the body is not UTF-8: {e}")))?;
     // A field named twice is refused, as the client and the CLI refuse it,
     // rather than one of the two kept silently.
     let body: Value = seatq::json::from_str(text).map_err(|e| match e {
         seatq::json::JsonError::Duplicate { .. } => refused(C::DuplicateField, e.reason()),
-        seatq::json::JsonError::Invalid(_) => {
-            refused(C::WrongType, format!("the body is not JSON: {}; expected {{\"kind\", \"payload\"}}", e.reason()))
-        }
+        seatq::json::JsonError::Invalid(_) => not_json(format!("the body is not JSON: {}", e.reason())),
     })?;
     let Value::Object(mut fields) = body else {
         return Err(refused(C::WrongType, "the body must be a JSON object: {\"kind\", \"payload\"}".into()));

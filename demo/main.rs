@@ -5,12 +5,12 @@
 //! happened, with seats as each venue names them, and the invariant check.
 //! Safe to run again: each run makes its own events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use seatq::outcome::{booked_places, places};
+use seatq::outcome::booked_places;
 use seatq::venue::NewEvent;
 use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
@@ -275,11 +275,6 @@ async fn report(
         println!("  {kind:<8} {}", cells.join(", "));
     }
 
-    // Every seat of every event, to name the seats a refused request named.
-    let mut layouts: HashMap<(i64, i32), seatq::LayoutSeat> = HashMap::new();
-    for e in events {
-        layouts.extend(client.seat_layout(e.id).await?.into_iter().map(|s| ((e.id, s.seat), s)));
-    }
     println!("\nan example of each outcome:");
     let mut seen = std::collections::HashSet::new();
     for id in ids {
@@ -298,21 +293,8 @@ async fn report(
                     b.total_cents as f64 / 100.0
                 )
             }
-            None => {
-                // The seats named, if any, as the venue names them.
-                let event = r.payload["event"].as_i64().unwrap_or_default();
-                let named: Vec<&seatq::LayoutSeat> = (r.payload["seats"].as_array().into_iter().flatten())
-                    .filter_map(|n| layouts.get(&(event, n.as_i64().unwrap_or_default() as i32)))
-                    .collect();
-                let named = match named.is_empty() {
-                    true => String::new(),
-                    false => format!(
-                        " ({})",
-                        places(named.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
-                    ),
-                };
-                format!("{outcome}: {}{named}", r.error_message.unwrap_or_default())
-            }
+            // A refusal of named seats names them as the venue does.
+            None => format!("{outcome}: {}", r.error_message.unwrap_or_default()),
         };
         println!("  #{} {} {} -> {answer}", r.id, r.kind, r.payload);
     }

@@ -614,6 +614,7 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
     }
     let money = |cents: i32| format!("{}.{:02}", cents / 100, cents % 100);
     let range = |low: Option<i32>, high: Option<i32>| match (low, high) {
+        (Some(low), Some(high)) if low == high => money(low),
         (Some(low), Some(high)) => format!("{} - {}", money(low), money(high)),
         _ => "-".to_string(),
     };

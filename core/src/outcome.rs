@@ -132,7 +132,7 @@ pub fn booked_places(seats: &[SeatInfo]) -> String {
 
 /// Seats given as (section, row label, seat label), named a row at a time,
 /// in the order given: "Circle, row C, seats 13, 14; row D, seat 2".
-pub fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
+fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
     let seats: Vec<(&str, &str, &str)> = seats.into_iter().collect();
     let mut text = String::new();
     let mut last: Option<(&str, &str)> = None;

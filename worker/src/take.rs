@@ -635,9 +635,9 @@ fn named_seats(r: &SeatRequest, named: &HashMap<Key, NamedSeat>, seats: &Seats) 
             continue;
         };
         if s.blocked {
-            blocked.push(n);
+            blocked.push(s.seat.clone());
         } else if seats.granted.contains(&key) || (s.locked && !s.free) {
-            taken.push(n);
+            taken.push(s.seat.clone());
         } else if !s.locked || seats.reserved.contains(&key) {
             busy = true;
         }
@@ -652,17 +652,34 @@ fn named_seats(r: &SeatRequest, named: &HashMap<Key, NamedSeat>, seats: &Seats) 
     if !blocked.is_empty() {
         return Err(Decision::Reject(
             ErrorCode::SeatNotForSale,
-            format!("seat(s) {} of event {} are not for sale", list(&blocked), r.event),
+            format!("seat(s) {} of event {} are not for sale{}", numbers(&blocked), r.event, named_as(&blocked)),
         ));
     }
     if !taken.is_empty() {
-        return Err(Decision::Reject(ErrorCode::SeatsTaken, format!("seat(s) {} are taken", list(&taken))));
+        return Err(Decision::Reject(
+            ErrorCode::SeatsTaken,
+            format!("seat(s) {} are taken{}", numbers(&taken), named_as(&taken)),
+        ));
     }
     // A seat an in-flight transaction holds may be given back: try again.
     if busy {
         return Err(Decision::Contended);
     }
     Ok(mine)
+}
+
+/// The seats' numbers, as a request names them.
+fn numbers(seats: &[SeatInfo]) -> String {
+    list(&seats.iter().map(|s| s.seat).collect::<Vec<_>>())
+}
+
+/// " (Stalls, row A, seats 1, 2)": the seats as the venue names them, for a
+/// refusal's message; nothing where the event's seats have no names.
+fn named_as(seats: &[SeatInfo]) -> String {
+    match seats.iter().all(|s| s.label.is_empty()) {
+        true => String::new(),
+        false => format!(" ({})", seatq_core::outcome::booked_places(seats)),
+    }
 }
 
 /// What a side-by-side party comes to while the batch decides.

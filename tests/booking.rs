@@ -247,7 +247,10 @@ async fn one_batch_of_named_side_by_side_and_cheapest_requests_grants_each_seat_
     assert_eq!((report.claimed, report.finished), (ids.len(), ids.len()), "one batch decides them all: {report:?}");
     let r = db.records(&ids).await;
     assert_eq!(seats_of(&r[0]), [7, 8], "{:?}", r[0]);
-    assert_eq!((code(&r[1]), r[1].error_message.as_deref()), ("seats_taken", Some("seat(s) 8 are taken (Cabin, row 2, seat 2B)")));
+    assert_eq!(
+        (code(&r[1]), r[1].error_message.as_deref()),
+        ("seats_taken", Some("seat(s) 8 are taken (Cabin, row 2, seat 2B)"))
+    );
     assert_eq!(seats_of(&r[2]), [10, 11, 12], "{:?}", r[2]);
     assert_eq!(seats_of(&r[3]), [1, 2, 3], "{:?}", r[3]);
     assert_eq!(code(&r[4]), "no_adjacent_seats", "{:?}", r[4]);

@@ -15,7 +15,7 @@ use seatq::{ClassAvailability, EventSummary, MapSeat, NewRequest, Request, Reque
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{ApiError, Id, Params};
+use crate::error::{Answer, ApiError, Id, Params};
 use crate::sql::dashboard as sql;
 use crate::{AppState, auth, maps, wait};
 
@@ -190,13 +190,13 @@ fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError>
 #[utoipa::path(get, path = "/api/requests/{id}", tag = "requests",
     params(("id" = i64, Path, description = "The request's id")),
     responses((status = 200, body = RequestRecord), (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
-pub(crate) async fn request(State(s): State<AppState>, Id(id): Id) -> Result<Json<RequestRecord>, ApiError> {
+pub(crate) async fn request(State(s): State<AppState>, Id(id): Id) -> Answer<RequestRecord> {
     Ok(Json(s.client.status(id).await?))
 }
 
 /// Every event, with its sales window and seat counts.
 #[utoipa::path(get, path = "/api/events", tag = "events", responses((status = 200, body = Vec<EventSummary>)))]
-pub(crate) async fn events(State(s): State<AppState>) -> Result<Json<Vec<EventSummary>>, ApiError> {
+pub(crate) async fn events(State(s): State<AppState>) -> Answer<Vec<EventSummary>> {
     Ok(Json(s.client.events(None).await?))
 }
 
@@ -204,10 +204,7 @@ pub(crate) async fn events(State(s): State<AppState>) -> Result<Json<Vec<EventSu
 #[utoipa::path(get, path = "/api/events/{id}/availability", tag = "events",
     params(("id" = i64, Path, description = "The event's id")),
     responses((status = 200, body = Vec<ClassAvailability>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
-pub(crate) async fn availability(
-    State(s): State<AppState>,
-    Id(id): Id,
-) -> Result<Json<Vec<ClassAvailability>>, ApiError> {
+pub(crate) async fn availability(State(s): State<AppState>, Id(id): Id) -> Answer<Vec<ClassAvailability>> {
     Ok(Json(maps::availability(&s.client, id).await?))
 }
 
@@ -215,21 +212,21 @@ pub(crate) async fn availability(
 #[utoipa::path(get, path = "/api/events/{id}/seats", tag = "events",
     params(("id" = i64, Path, description = "The event's id")),
     responses((status = 200, body = Vec<MapSeat>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
-pub(crate) async fn seats(State(s): State<AppState>, Id(id): Id) -> Result<Json<Vec<MapSeat>>, ApiError> {
+pub(crate) async fn seats(State(s): State<AppState>, Id(id): Id) -> Answer<Vec<MapSeat>> {
     Ok(Json(maps::seat_map(&s.client, id).await?))
 }
 
 /// Queue depth by status, the oldest queued request's age, seats by state.
 #[utoipa::path(get, path = "/api/ops/stats", tag = "operators",
     responses((status = 200, body = Stats), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn stats(State(s): State<AppState>) -> Result<Json<Stats>, ApiError> {
+pub(crate) async fn stats(State(s): State<AppState>) -> Answer<Stats> {
     Ok(Json(s.client.stats().await?))
 }
 
 /// Live workers, with their heartbeats and settings.
 #[utoipa::path(get, path = "/api/ops/workers", tag = "operators",
     responses((status = 200, body = Vec<WorkerInfo>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn workers(State(s): State<AppState>) -> Result<Json<Vec<WorkerInfo>>, ApiError> {
+pub(crate) async fn workers(State(s): State<AppState>) -> Answer<Vec<WorkerInfo>> {
     Ok(Json(s.client.workers().await?))
 }
 
@@ -251,10 +248,7 @@ pub struct Limit {
 /// enqueue-to-outcome latency of each bucket.
 #[utoipa::path(get, path = "/api/ops/throughput", tag = "operators", params(Window),
     responses((status = 200, body = Vec<Bucket>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn throughput(
-    State(s): State<AppState>,
-    Params(w): Params<Window>,
-) -> Result<Json<Vec<Bucket>>, ApiError> {
+pub(crate) async fn throughput(State(s): State<AppState>, Params(w): Params<Window>) -> Answer<Vec<Bucket>> {
     let minutes = within("minutes", w.minutes.unwrap_or(10), 1..=60)?;
     Ok(Json(throughput_buckets(&s, minutes).await?))
 }
@@ -310,10 +304,7 @@ pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec
 /// Dead requests, the latest first, with their last error.
 #[utoipa::path(get, path = "/api/ops/dead", tag = "operators", params(Limit),
     responses((status = 200, body = Vec<RequestRecord>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn dead(
-    State(s): State<AppState>,
-    Params(l): Params<Limit>,
-) -> Result<Json<Vec<RequestRecord>>, ApiError> {
+pub(crate) async fn dead(State(s): State<AppState>, Params(l): Params<Limit>) -> Answer<Vec<RequestRecord>> {
     let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
     Ok(Json(s.client.dead_requests(limit).await?))
 }
@@ -330,7 +321,7 @@ pub struct Requeued {
     security(("operator_token" = [])),
     responses((status = 200, body = Requeued), (status = 404, description = "not_found: no dead request with this id", body = crate::error::ErrorBody),
         (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn retry(State(s): State<AppState>, Id(id): Id) -> Result<Json<Requeued>, ApiError> {
+pub(crate) async fn retry(State(s): State<AppState>, Id(id): Id) -> Answer<Requeued> {
     let requeued = s.client.retry_dead(Some(id)).await?;
     if requeued.is_empty() {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no dead request with id {id}")));
@@ -342,7 +333,7 @@ pub(crate) async fn retry(State(s): State<AppState>, Id(id): Id) -> Result<Json<
 /// Put every dead request back in the queue (the operator token).
 #[utoipa::path(post, path = "/api/ops/dead/retry", tag = "operators", security(("operator_token" = [])),
     responses((status = 200, body = Requeued), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
-pub(crate) async fn retry_all(State(s): State<AppState>) -> Result<Json<Requeued>, ApiError> {
+pub(crate) async fn retry_all(State(s): State<AppState>) -> Answer<Requeued> {
     let requeued = s.client.retry_dead(None).await?;
     tracing::info!(count = requeued.len(), "dead requests requeued by an operator");
     Ok(Json(Requeued { requeued }))

@@ -19,6 +19,9 @@ pub struct ApiError {
     pub message: String,
 }
 
+/// A JSON handler's answer: the value, or the error.
+pub type Answer<T> = Result<axum::Json<T>, ApiError>;
+
 /// How an error is sent (for the OpenAPI description).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {

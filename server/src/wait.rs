@@ -15,7 +15,7 @@ use seatq::RequestRecord;
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::error::{ApiError, Id, Params};
+use crate::error::{Answer, ApiError, Id, Params};
 
 /// `?timeout=SECS`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -50,7 +50,7 @@ pub(crate) async fn long_poll(
     State(s): State<AppState>,
     Id(id): Id,
     Params(t): Params<Timeout>,
-) -> Result<Json<RequestRecord>, ApiError> {
+) -> Answer<RequestRecord> {
     let secs = t.timeout.unwrap_or(f64::INFINITY);
     if secs.is_nan() || secs < 0.0 {
         return Err(ApiError::invalid(format!("timeout: must be a number of seconds, 0 or more, not {secs}")));

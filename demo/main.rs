@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use seatq::outcome::booked_places;
+use seatq::outcome::{booked_places, money};
 use seatq::venue::NewEvent;
 use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
@@ -285,13 +285,7 @@ async fn report(
         }
         let answer = match r.booking() {
             Some(b) => {
-                format!(
-                    "booking {} {}: {} for {:.2}",
-                    b.booking,
-                    b.state,
-                    booked_places(&b.seats),
-                    b.total_cents as f64 / 100.0
-                )
+                format!("booking {} {}: {} for {}", b.booking, b.state, booked_places(&b.seats), money(b.total_cents))
             }
             // A refusal of named seats names them as the venue does.
             None => format!("{outcome}: {}", r.error_message.unwrap_or_default()),
@@ -323,8 +317,7 @@ async fn report(
         println!("\n{} as its storefront shows it, by class:", theatre.name);
         let view = client.cached_availability(theatre.id).await?;
         for c in view.classes() {
-            let price =
-                c.prices.free_min_cents.map_or("-".to_string(), |p| format!("from {:.2}", f64::from(p) / 100.0));
+            let price = c.prices.cheapest_free().map_or("-".to_string(), |p| format!("from {p}"));
             println!("  class {}: {} of {} seats free, {price}", c.class, c.free, c.seats);
         }
     }

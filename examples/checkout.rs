@@ -41,7 +41,7 @@ async fn main() -> anyhow::Result<()> {
     // moment old, and a hold re-checks the seats anyway).
     let view = client.cached_availability(event).await?;
     for class in view.classes() {
-        let from = class.prices.free_min_cents.map_or("-".to_string(), |c| format!("{:.2}", f64::from(c) / 100.0));
+        let from = class.prices.cheapest_free().unwrap_or_else(|| "-".to_string());
         println!("class {}: {} of {} seats free, from {from}", class.class, class.free, class.seats);
     }
 

@@ -295,8 +295,7 @@ async fn enqueue_file_enqueues_the_good_lines_and_reports_the_bad_ones() {
     let out = seatq_exits(&url, &["enqueue", "--file", good.to_str().unwrap()], 0).await;
     let expected = format!("batch \"{}-good\": 1 party: 1 enqueued, 0 already submitted; 0 bad lines skipped", db.name);
     assert_eq!(out.stdout.trim(), expected, "{out:?}");
-    let _ = std::fs::remove_file(file);
-    let _ = std::fs::remove_file(good);
+    remove_files([file, good]);
     db.close().await;
 }
 
@@ -352,7 +351,7 @@ async fn a_key_reused_for_another_request_is_refused_with_exit_1() {
     assert_eq!(bad, [(&2.into(), &"idempotency_conflict".into()), (&3.into(), &"idempotency_conflict".into())]);
     assert_eq!(report["enqueued"].as_array().map(Vec::len), Some(1), "{report}");
     assert_eq!(count_requests(&db).await, 2);
-    let _ = std::fs::remove_file(file);
+    remove_files([file]);
     db.close().await;
 }
 
@@ -387,6 +386,21 @@ fn tour_file(db: &TestDb, ev: &str) -> PathBuf {
 }
 
 /// The lines of a JSON-lines file.
+/// Remove a test's files (what is already gone is no matter).
+fn remove_files<const N: usize>(files: [PathBuf; N]) {
+    for f in files {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// A CSV file's header and its records.
+fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = reader.headers().expect("a header").iter().map(String::from).collect();
+    let rows = reader.records().map(|r| r.expect("a CSV record").iter().map(String::from).collect()).collect();
+    (header, rows)
+}
+
 fn json_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
@@ -463,8 +477,7 @@ async fn enqueue_wait_writes_each_lines_outcome_and_exits_1_when_a_party_failed(
     assert!(unknown.stdout.contains("batch \"no-such-batch\" has no requests"), "{unknown:?}");
 
     workers.stop().await;
-    let _ = std::fs::remove_file(file);
-    let _ = std::fs::remove_file(out_file);
+    remove_files([file, out_file]);
     db.assert_invariants_and_close().await;
 }
 
@@ -487,13 +500,7 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
 
     let out = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_path], 1).await;
     assert!(out.stderr.contains(&format!("{path}:4: wrong_type: party")), "{out:?}");
-    let rows: Vec<Vec<String>> = csv::Reader::from_path(&out_csv)
-        .expect("outcomes")
-        .records()
-        .map(|r| r.expect("CSV line").iter().map(String::from).collect())
-        .collect();
-    let header: Vec<String> =
-        csv::Reader::from_path(&out_csv).unwrap().headers().unwrap().iter().map(String::from).collect();
+    let (header, rows) = csv_rows(&out_csv);
     assert_eq!(header, seatq::batch::OUTCOME_COLUMNS);
     let column = |row: &[String], name: &str| row[header.iter().position(|h| h == name).unwrap()].clone();
     let got: Vec<(String, String, String)> =
@@ -512,12 +519,8 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
     let name = format!("{}-groups", db.name);
     let written = seatq_exits(&url, &["batch", "results", &name, "--out", results.to_str().unwrap()], 0).await;
     assert!(written.stdout.contains("2 outcomes"), "{written:?}");
-    let read_back: Vec<Vec<String>> = csv::Reader::from_path(&results)
-        .unwrap()
-        .records()
-        .map(|r| r.unwrap().iter().map(String::from).collect())
-        .collect();
-    assert_eq!(read_back, rows[..2]);
+    let (read_header, read_back) = csv_rows(&results);
+    assert_eq!((read_header, read_back), (header, rows[..2].to_vec()));
 
     // Every party booked: exit status 0; the batch named on the command line.
     let good = write_text(&db, "more.csv", &format!("kind,event,class,party,customer\nbook,{ev},1,1,Kim\n"));
@@ -525,9 +528,7 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
     assert!(out.stdout.contains("batch \"more\": 1 party: 1 booked (1 seat), "), "{out:?}");
 
     workers.stop().await;
-    for f in [csv_in, out_csv, results, good] {
-        let _ = std::fs::remove_file(f);
-    }
+    remove_files([csv_in, out_csv, results, good]);
     db.assert_invariants_and_close().await;
 }
 
@@ -548,8 +549,7 @@ async fn a_wait_that_times_out_writes_what_it_knows_and_exits_2() {
     let out = seatq_exits(&url, &["enqueue", "--file", "-"], 2).await;
     assert!(out.stderr.contains("name the batch with --batch NAME"), "{out:?}");
     db.drain().await;
-    let _ = std::fs::remove_file(file);
-    let _ = std::fs::remove_file(out_file);
+    remove_files([file, out_file]);
     db.assert_invariants_and_close().await;
 }
 
@@ -675,7 +675,7 @@ async fn a_file_is_enqueued_once_when_the_connection_drops_during_commit() {
         assert_eq!(count_requests(&db).await, 30 * (n as i64 + 1), "{cut:?}: {out:?}");
     }
     proxy.stop();
-    let _ = std::fs::remove_file(file);
+    remove_files([file]);
     db.close().await;
 }
 

@@ -41,9 +41,12 @@ async fn login(db: &TestDb, suffix: &str, group: &str) -> Login {
     login_with(db, suffix, group, None).await
 }
 
-/// Two producer logins, each a shop of its own.
-async fn two_shops(db: &TestDb) -> (Login, Login) {
-    (login(db, "shop_a", "seatq_producer").await, login(db, "shop_b", "seatq_producer").await)
+/// Two producer logins, each a shop of its own, selling an event of 60
+/// seats in 6 classes.
+async fn two_shops() -> (TestDb, i64, Login, Login) {
+    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    let (a, b) = (login(&db, "shop_a", "seatq_producer").await, login(&db, "shop_b", "seatq_producer").await);
+    (db, ev, a, b)
 }
 
 /// Drop logins (then any other roles of the test's, by name).
@@ -166,8 +169,7 @@ async fn the_producer_role_can_enqueue_and_read_and_nothing_else() {
 
 #[tokio::test]
 async fn producers_see_only_their_own_requests_and_bookings() {
-    let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = two_shops(&db).await;
+    let (db, ev, a, b) = two_shops().await;
     let admin = login(&db, "ops", "seatq_admin").await;
     let a_ids = a.client.enqueue_many(&common::bookings(ev, 3, 1, 3)).await.unwrap();
     let b_id = b.client.enqueue(Request::Hold(hold(ev, 2, 2, "bea"))).await.unwrap();
@@ -210,8 +212,7 @@ async fn producers_see_only_their_own_requests_and_bookings() {
 
 #[tokio::test]
 async fn another_producers_booking_is_not_found_and_left_alone() {
-    let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = two_shops(&db).await;
+    let (db, ev, a, b) = two_shops().await;
     let held = finished(&db, a.client.enqueue(Request::Hold(hold(ev, 2, 2, "ann"))).await.unwrap()).await;
     let booking = booking_of(&held);
     let missing = booking + 1000;
@@ -258,8 +259,7 @@ async fn another_producers_booking_is_not_found_and_left_alone() {
 
 #[tokio::test]
 async fn idempotency_keys_are_per_producer() {
-    let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = two_shops(&db).await;
+    let (db, ev, a, b) = two_shops().await;
     let keyed = |customer: &str| NewRequest {
         idempotency_key: Some("order-1".into()),
         ..NewRequest::from(Request::Book(hold(ev, 3, 1, customer)))
@@ -300,9 +300,8 @@ async fn idempotency_keys_are_per_producer() {
 
 #[tokio::test]
 async fn a_per_customer_limit_counts_each_producers_customers_apart() {
-    let (db, ev) = TestDb::with_event("E", 60, 6).await;
+    let (db, ev, a, b) = two_shops().await;
     sqlx::query("UPDATE seatq.events SET per_customer = 2 WHERE id = $1").bind(ev).execute(&db.pool).await.unwrap();
-    let (a, b) = two_shops(&db).await;
     // Both shops have a customer called ann, and their requests go in one
     // batch: each ann gets her two seats.
     let a_first = a.client.enqueue(Request::Book(hold(ev, 1, 2, "ann"))).await.unwrap();
@@ -491,8 +490,7 @@ async fn a_forged_completion_notification_is_only_a_hint() {
     // Anyone may NOTIFY any channel: a producer (or anyone) sending
     // `seatq_done` with another's request id must not end that request's
     // wait; the waiter re-reads the row and waits on while it is queued.
-    let (db, ev) = TestDb::with_event("E", 60, 6).await;
-    let (a, b) = two_shops(&db).await;
+    let (db, ev, a, b) = two_shops().await;
     let id = a.client.enqueue(Request::Book(hold(ev, 3, 2, "ann"))).await.unwrap();
     let waiting = {
         let client = a.client.clone();

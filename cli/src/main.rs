@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
 use seatq::client::Retry;
+use seatq::outcome::{money, money_range};
 use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
 use tokio::time::Instant;
 
@@ -612,12 +613,6 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
         println!("event {event} has no seats");
         return;
     }
-    let money = |cents: i32| format!("{}.{:02}", cents / 100, cents % 100);
-    let range = |low: Option<i32>, high: Option<i32>| match (low, high) {
-        (Some(low), Some(high)) if low == high => money(low),
-        (Some(low), Some(high)) => format!("{} - {}", money(low), money(high)),
-        _ => "-".to_string(),
-    };
     println!(
         "{:>5} {:>7} {:>7} {:>7} {:>7}  {:<21} all prices",
         "class", "seats", "free", "held", "booked", "free seats' prices"
@@ -630,8 +625,8 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
             c.free,
             c.held,
             c.booked,
-            range(c.prices.free_min_cents, c.prices.free_max_cents),
-            range(Some(c.prices.min_cents), Some(c.prices.max_cents))
+            c.prices.free_range().unwrap_or_else(|| "-".to_string()),
+            c.prices.range()
         );
     }
     if map.is_empty() {
@@ -803,14 +798,13 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
                 let until = b.held_until.map(|t| format!(", held until {}", t.to_rfc3339())).unwrap_or_default();
                 let until = if b.capped { format!("{until} (the longest a hold may last)") } else { until };
                 format!(
-                    "booking {} {} for {}: {} (class {}), total {}.{:02}{until}",
+                    "booking {} {} for {}: {} (class {}), total {}{until}",
                     b.booking,
                     b.state,
                     b.customer,
                     seatq::outcome::booked_places(&b.seats),
                     classes.join(", "),
-                    b.total_cents / 100,
-                    b.total_cents % 100
+                    money(b.total_cents)
                 )
             }
             (Status::Queued, _) => format!("queued (attempts {}, run at {})", r.attempts, r.run_at.to_rfc3339()),
@@ -890,12 +884,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
             } else {
                 println!("{}", event_line(&e));
                 for g in &seats {
-                    let price = |c: i32| format!("{}.{:02}", c / 100, c % 100);
-                    let prices = if g.min_price_cents == g.max_price_cents {
-                        price(g.min_price_cents)
-                    } else {
-                        format!("{}-{}", price(g.min_price_cents), price(g.max_price_cents))
-                    };
+                    let prices = money_range(g.min_price_cents.into(), g.max_price_cents.into());
                     println!(
                         "  {:<16} class {:<3} {:<12} {:>6}  at {prices}",
                         g.section,

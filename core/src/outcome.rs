@@ -118,6 +118,21 @@ impl SeatInfo {
     }
 }
 
+/// Cents as money: 4500 -> "45.00", -50 -> "-0.50".
+pub fn money(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    format!("{sign}{}.{:02}", cents.unsigned_abs() / 100, cents.unsigned_abs() % 100)
+}
+
+/// Prices from `low` to `high` cents as money: "45.00" when they are one,
+/// "28.00 - 32.50" otherwise.
+pub fn money_range(low: i64, high: i64) -> String {
+    match low == high {
+        true => money(low),
+        false => format!("{} - {}", money(low), money(high)),
+    }
+}
+
 /// Seats as the venue names them, a row at a time: "Circle, row C, seats
 /// 13, 14; row D, seat 2"; by number ("seats 56, 57") where the event's
 /// seats have no names.
@@ -365,6 +380,15 @@ impl RequestRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cents_read_as_money() {
+        assert_eq!(
+            (money(4500), money(5), money(-50), money(0)),
+            ("45.00".into(), "0.05".into(), "-0.50".into(), "0.00".into())
+        );
+        assert_eq!((money_range(4500, 4500), money_range(2800, 3250)), ("45.00".into(), "28.00 - 32.50".into()));
+    }
 
     #[test]
     fn seats_are_named_a_row_at_a_time() {

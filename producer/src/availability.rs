@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::SeatAvailability;
+use seatq_core::outcome::{money, money_range};
 
 /// One class of an event: its seats, how they stand, and its prices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
@@ -49,6 +50,22 @@ pub struct ClassPrices {
 }
 
 impl ClassPrices {
+    /// The free seats' prices as money ("28.00 - 32.50"); none when no
+    /// seat is free.
+    pub fn free_range(&self) -> Option<String> {
+        Some(money_range(self.free_min_cents?.into(), self.free_max_cents?.into()))
+    }
+
+    /// All the class's prices as money, free seats or not.
+    pub fn range(&self) -> String {
+        money_range(self.min_cents.into(), self.max_cents.into())
+    }
+
+    /// The cheapest free seat's price as money; none when no seat is free.
+    pub fn cheapest_free(&self) -> Option<String> {
+        self.free_min_cents.map(|c| money(c.into()))
+    }
+
     /// The prices of a class whose first seat costs `price`, none free yet.
     fn of(price: i32) -> ClassPrices {
         ClassPrices { free_min_cents: None, free_max_cents: None, min_cents: price, max_cents: price }

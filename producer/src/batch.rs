@@ -755,7 +755,7 @@ fn csv_record(o: &PartyOutcome) -> [String; 14] {
         text(b.map(|b| BookingState::as_str(b.state).to_string())),
         text(seats),
         text(labels),
-        text(b.map(|b| format!("{}.{:02}", b.total_cents / 100, b.total_cents % 100))),
+        text(b.map(|b| seatq_core::outcome::money(b.total_cents))),
         text(b.and_then(|b| b.held_until).map(|t| t.to_rfc3339())),
         text(o.error_code.clone()),
         text(o.error_message.clone()),

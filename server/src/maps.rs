@@ -6,6 +6,7 @@
 //! (docs/checkout.md says what a view's age means to a customer).
 
 use chrono::{DateTime, Utc};
+use seatq::outcome::money;
 use seatq::{ClassAvailability, Client, MapSeat, SeatAvailability};
 use serde::Serialize;
 
@@ -204,10 +205,6 @@ pub(crate) struct ClassRow {
 }
 
 pub(crate) fn class_rows(classes: &[ClassAvailability]) -> Vec<ClassRow> {
-    let range = |low: i32, high: i32| match low == high {
-        true => money(i64::from(low)),
-        false => format!("{} - {}", money(i64::from(low)), money(i64::from(high))),
-    };
     classes
         .iter()
         .map(|c| ClassRow {
@@ -215,17 +212,9 @@ pub(crate) fn class_rows(classes: &[ClassAvailability]) -> Vec<ClassRow> {
             free: c.free,
             held: c.held,
             booked: c.booked,
-            prices: match (c.prices.free_min_cents, c.prices.free_max_cents) {
-                (Some(low), Some(high)) => range(low, high),
-                _ => format!("{} (none free)", range(c.prices.min_cents, c.prices.max_cents)),
-            },
+            prices: c.prices.free_range().unwrap_or_else(|| format!("{} (none free)", c.prices.range())),
         })
         .collect()
-}
-
-/// Cents as money: 4500 -> "45.00".
-pub(crate) fn money(cents: i64) -> String {
-    format!("{}{}.{:02}", if cents < 0 { "-" } else { "" }, cents.abs() / 100, cents.abs() % 100)
 }
 
 #[cfg(test)]
@@ -268,6 +257,5 @@ mod tests {
         );
         assert_eq!(d.seats[0].name, "Stalls, row A, seat 1");
         assert!(d.seats.iter().all(|s| s.x < d.width && s.y < d.height));
-        assert_eq!(money(4500), "45.00");
     }
 }

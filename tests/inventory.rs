@@ -237,6 +237,35 @@ async fn a_customer_gets_no_more_than_the_limit() {
     db.assert_invariants_and_close().await;
 }
 
+/// Only bookings of limited events carry the per-customer index's entry
+/// (`limited`); an event given a limit afterwards counts what its customers
+/// already have.
+#[tokio::test]
+async fn a_limit_set_after_bookings_counts_them() {
+    let db = TestDb::new().await;
+    let open = theatre(&db, named("Open")).await;
+    let limited = theatre(&db, NewEvent { per_customer: Some(6), ..named("Limited from the start") }).await;
+    assert_eq!(db.run(Request::Hold(hold(open, 2, 3, "ann"))).await.status, Status::Succeeded);
+    assert_eq!(db.run(Request::Hold(hold(limited, 2, 3, "ann"))).await.status, Status::Succeeded);
+    let flags: Vec<(i64, bool)> = sqlx::query_as("SELECT event_id, limited FROM seatq.bookings ORDER BY event_id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(flags, vec![(open, false), (limited, true)]);
+
+    sqlx::query("UPDATE seatq.events SET per_customer = 4 WHERE id = $1").bind(open).execute(&db.pool).await.unwrap();
+    // ann has 3 there already: 2 more would be 5.
+    assert_eq!(code(&db.run(Request::Hold(hold(open, 2, 2, "ann"))).await), "customer_limit_exceeded");
+    assert_eq!(db.run(Request::Hold(hold(open, 2, 1, "ann"))).await.status, Status::Succeeded);
+    assert_eq!(db.run(Request::Hold(hold(open, 2, 4, "bob"))).await.status, Status::Succeeded);
+    let unlimited: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM seatq.bookings WHERE NOT limited").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(unlimited, 0);
+    assert_eq!(db.seats_taken(open).await, 8);
+    assert_eq!(db.seats_taken(limited).await, 3);
+    db.assert_invariants_and_close().await;
+}
+
 #[tokio::test]
 async fn a_hold_never_outlives_the_sales_window() {
     let db = TestDb::new().await;

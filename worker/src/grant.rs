@@ -20,6 +20,9 @@ pub struct Grant<'a> {
     pub hold_secs: Option<u32>,
     /// Locked by this transaction, in seat-number order.
     pub seats: Vec<SeatInfo>,
+    /// The event has a per-customer limit (as this batch read its rules):
+    /// the booking counts toward it.
+    pub limited: bool,
 }
 
 /// Create the bookings and take their (locked) seats, in one statement.
@@ -48,6 +51,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         .bind(seat_requests)
         .bind(seat_events)
         .bind(seat_numbers)
+        .bind(grants.iter().map(|g| g.limited).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await?;
     let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =

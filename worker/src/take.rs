@@ -346,7 +346,17 @@ pub async fn allocate(
             .map(|(i, mut mine)| {
                 mine.sort_by_key(|s| s.seat);
                 let w = wanted[i];
-                (i, Grant { request_id: w.request_id, request: w.request, hold_secs: w.hold_secs, seats: mine })
+                let limited = events.get(&w.request.event).copied().flatten().is_some_and(|r| r.per_customer.is_some());
+                (
+                    i,
+                    Grant {
+                        request_id: w.request_id,
+                        request: w.request,
+                        hold_secs: w.hold_secs,
+                        seats: mine,
+                        limited,
+                    },
+                )
             })
             .unzip();
         let bookings = grant::take_seats(conn, &grants).await?;

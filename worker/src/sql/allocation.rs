@@ -181,8 +181,10 @@ FOR UPDATE OF s SKIP LOCKED";
 
 /// Create bookings and give them their (already locked) seats, for many
 /// requests in one statement. Per booking: request id, event, customer, state
-/// ('held' | 'booked'), total, hold seconds (NULL for a booking); per seat:
-/// request id, event, seat number. A hold never outlives its event's sales:
+/// ('held' | 'booked'), total, hold seconds (NULL for a booking), and whether
+/// it counts toward its event's per-customer limit (`limited`: the event has
+/// one; only those are in `bookings_by_customer`); per seat: request id,
+/// event, seat number. A hold never outlives its event's sales:
 /// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
 /// per hold, not a join: a join lets the planner scan every event). Each
 /// booking carries its request's producer (another primary-key seek, on the
@@ -197,18 +199,20 @@ FOR UPDATE OF s SKIP LOCKED";
 /// of every event instead.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[])
-        AS b(request_id, event_id, customer, state, total_cents, hold_secs)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[],
+                         $10::boolean[])
+        AS b(request_id, event_id, customer, state, total_cents, hold_secs, limited)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
-    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer)
+    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
                 THEN least(now() + b.hold_secs * interval '1 second',
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id,
-           (SELECT r.producer FROM seatq.requests r WHERE r.id = b.request_id)
+           (SELECT r.producer FROM seatq.requests r WHERE r.id = b.request_id),
+           b.limited
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)

@@ -502,6 +502,8 @@ async fn assert_seats_taken_by_seeks(db: &TestDb, ev: i64, requests: usize, seat
         .bind(seat_requests)
         .bind(vec![ev; seat_requests.len()])
         .bind(&seats)
+        .bind(vec!["postgres"; requests])
+        .bind(vec![false; requests])
         .fetch_one(worker.pool())
         .await
         .unwrap();

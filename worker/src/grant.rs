@@ -15,6 +15,8 @@ use crate::sql::allocation;
 #[derive(Debug)]
 pub struct Grant<'a> {
     pub request_id: i64,
+    /// The request's producer, as claimed: the booking is its.
+    pub producer: &'a str,
     pub request: &'a SeatRequest,
     /// Hold for this long; `None` books.
     pub hold_secs: Option<u32>,
@@ -51,6 +53,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         .bind(seat_requests)
         .bind(seat_events)
         .bind(seat_numbers)
+        .bind(grants.iter().map(|g| g.producer).collect::<Vec<_>>())
         .bind(grants.iter().map(|g| g.limited).collect::<Vec<_>>())
         .fetch_all(&mut *conn)
         .await?;

@@ -351,6 +351,7 @@ pub async fn allocate(
                     i,
                     Grant {
                         request_id: w.request_id,
+                        producer: w.producer,
                         request: w.request,
                         hold_secs: w.hold_secs,
                         seats: mine,

@@ -181,14 +181,15 @@ FOR UPDATE OF s SKIP LOCKED";
 
 /// Create bookings and give them their (already locked) seats, for many
 /// requests in one statement. Per booking: request id, event, customer, state
-/// ('held' | 'booked'), total, hold seconds (NULL for a booking), and whether
+/// ('held' | 'booked'), total, hold seconds (NULL for a booking), the
+/// request's producer (as the batch claimed it), and whether
 /// it counts toward its event's per-customer limit (`limited`: the event has
 /// one; only those are in `bookings_by_customer`); per seat: request id,
 /// event, seat number. A hold never outlives its event's sales:
 /// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
 /// per hold, not a join: a join lets the planner scan every event). Each
-/// booking carries its request's producer (another primary-key seek, on the
-/// request this batch has claimed), which alone may see and act on it.
+/// booking carries its request's producer, read from the request row when
+/// the batch claimed it, which alone may see and act on the booking.
 /// Returns, per booking, its request, id, expiry and how many seats changed.
 ///
 /// The seats are updated as the per-seat list drives, each a primary-key
@@ -200,8 +201,8 @@ FOR UPDATE OF s SKIP LOCKED";
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[],
-                         $10::boolean[])
-        AS b(request_id, event_id, customer, state, total_cents, hold_secs, limited)
+                         $10::text[], $11::boolean[])
+        AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
@@ -211,7 +212,7 @@ WITH b AS (
                 THEN least(now() + b.hold_secs * interval '1 second',
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id,
-           (SELECT r.producer FROM seatq.requests r WHERE r.id = b.request_id),
+           b.producer,
            b.limited
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g

@@ -64,14 +64,22 @@ CREATE TABLE seatq.bookings (
     -- the booking (row-level security, 0006_roles.sql), and a confirm,
     -- cancel or extend from another producer finds no such booking.
     producer    text NOT NULL,
+    -- Whether the booking counts toward its event's per-customer limit:
+    -- written by the worker from the event's rules as its batch read them
+    -- (in the transaction that checked the limit), and set on an event's
+    -- bookings when it is given a limit later (events_limit_added, below).
+    -- Only these are in bookings_by_customer: most events have no limit, and
+    -- their bookings pay for no entry with text keys.
+    limited     boolean NOT NULL DEFAULT false,
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT held_has_expiry CHECK (state <> 'held' OR held_until IS NOT NULL)
 );
 -- The sweeper's seek: holds past their expiry.
 CREATE INDEX bookings_holds_by_expiry ON seatq.bookings (held_until) WHERE state = 'held';
--- A customer's bookings of an event: the per-customer limit's count.
-CREATE INDEX bookings_by_customer ON seatq.bookings (event_id, producer, customer);
+-- A customer's bookings of an event that count toward its per-customer
+-- limit: the limit's count.
+CREATE INDEX bookings_by_customer ON seatq.bookings (event_id, producer, customer) WHERE limited;
 
 CREATE TABLE seatq.seats (
     event_id    bigint NOT NULL REFERENCES seatq.events (id),
@@ -192,8 +200,9 @@ $$;
 
 -- Seats the customer has live on the event (its live holds and bookings):
 -- what the event's per-customer limit is checked against, by a batch that
--- has just taken seatq.customer_lock. A seek on bookings_by_customer; asked
--- only for events with a limit. VOLATILE, so that it reads with a snapshot
+-- has just taken seatq.customer_lock. Only bookings that count (`limited`,
+-- matching bookings_by_customer's predicate, so a seek on it); asked only
+-- for events with a limit. VOLATILE, so that it reads with a snapshot
 -- of its own, taken when it is called (a STABLE function would read with
 -- its caller's, taken before the lock was): it then sees the seats of a
 -- batch that committed, and let go of the lock, while the caller's
@@ -202,5 +211,20 @@ CREATE FUNCTION seatq.customer_seats(p_event bigint, p_producer text, p_customer
 LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     SELECT coalesce(sum(cardinality(b.seats)), 0)::bigint FROM seatq.bookings b
     WHERE b.event_id = p_event AND b.producer = p_producer AND b.customer = p_customer
-      AND seatq.is_live(b.state, b.held_until)
+      AND b.limited AND seatq.is_live(b.state, b.held_until)
 $$;
+
+-- An event given a limit (an admin's UPDATE of per_customer): its bookings
+-- count toward it from then on. A batch that read the event before the
+-- UPDATE committed books without the limit: a limit applies to batches that
+-- start after it is set.
+CREATE FUNCTION seatq.count_toward_new_limit() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE seatq.bookings SET limited = true WHERE event_id = NEW.id AND NOT limited;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER events_limit_added AFTER UPDATE OF per_customer ON seatq.events
+    FOR EACH ROW WHEN (OLD.per_customer IS NULL AND NEW.per_customer IS NOT NULL)
+    EXECUTE FUNCTION seatq.count_toward_new_limit();

@@ -104,6 +104,14 @@ struct Rules {
 /// Rules by event; `None` for an event that does not exist.
 type Events = HashMap<i64, Option<Rules>>;
 
+/// Whether the per-customer limit applies to bookings of `event`: it exists,
+/// is on sale (no booking is made otherwise) and has a limit. Its customers'
+/// seats are counted, and the bookings made count toward it
+/// (`seatq.bookings.limited`).
+fn limited(events: &Events, event: i64) -> bool {
+    events.get(&event).copied().flatten().is_some_and(|r| r.refusal.is_none() && r.per_customer.is_some())
+}
+
 /// A seat, as a batch tells seats apart.
 type Key = (i64, i32);
 
@@ -346,7 +354,6 @@ pub async fn allocate(
             .map(|(i, mut mine)| {
                 mine.sort_by_key(|s| s.seat);
                 let w = wanted[i];
-                let limited = events.get(&w.request.event).copied().flatten().is_some_and(|r| r.per_customer.is_some());
                 (
                     i,
                     Grant {
@@ -355,7 +362,7 @@ pub async fn allocate(
                         request: w.request,
                         hold_secs: w.hold_secs,
                         seats: mine,
-                        limited,
+                        limited: limited(&events, w.request.event),
                     },
                 )
             })
@@ -569,12 +576,9 @@ async fn customer_seats<'w>(
     wanted: &[Wanted<'w>],
     events: &Events,
 ) -> Result<HashMap<Customer<'w>, Option<i64>>, ProcessError> {
-    let limited = |event: i64| {
-        events.get(&event).copied().flatten().is_some_and(|r| r.refusal.is_none() && r.per_customer.is_some())
-    };
     let mut customers: Vec<Customer<'w>> = wanted
         .iter()
-        .filter(|w| limited(w.request.event))
+        .filter(|w| limited(events, w.request.event))
         .map(|w| (w.request.event, w.producer, w.request.customer.as_str()))
         .collect();
     customers.sort_unstable();

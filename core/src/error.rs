@@ -94,7 +94,7 @@ pub enum Error {
 /// A database error as a person reads it: PostgreSQL's message and its
 /// SQLSTATE. sqlx's own wording ends with the line of the server's C source
 /// that raised it ("at line 3655"), which means nothing to whoever reads it.
-pub(crate) fn db_text(error: &sqlx::Error) -> String {
+pub fn db_text(error: &sqlx::Error) -> String {
     match error.as_database_error() {
         Some(db) => match db.code() {
             Some(code) => format!("{} (SQLSTATE {code})", db.message()),

@@ -248,6 +248,9 @@ labelled! {
         /// rather than keep one of the two silently, as `jsonb` does (the last); never recorded on a
         /// request.
         DuplicateField,
+        /// Text that is not JSON, or not of the shape wanted (a bulk-file line, a venue file, an
+        /// HTTP body); never recorded on a request.
+        InvalidJson,
     }
 }
 

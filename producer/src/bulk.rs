@@ -135,7 +135,7 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
         let line = match line {
             Ok(line) => line,
             Err(e) => {
-                parsed.bad.push(bad("invalid_json", format!("not valid UTF-8: {e}")));
+                parsed.bad.push(bad(ErrorCode::InvalidJson.as_str(), format!("not valid UTF-8: {e}")));
                 continue;
             }
         };

@@ -30,7 +30,7 @@ impl JsonError {
     pub fn code(&self) -> &'static str {
         match self {
             JsonError::Duplicate { .. } => ErrorCode::DuplicateField.as_str(),
-            JsonError::Invalid(_) => "invalid_json",
+            JsonError::Invalid(_) => ErrorCode::InvalidJson.as_str(),
         }
     }
 

@@ -25,6 +25,7 @@ use serde::Deserialize;
 
 pub use crate::bulk::BadLine;
 use crate::csv_lines::{self, Dialect};
+use crate::outcome::ErrorCode;
 
 /// The columns of a CSV venue file, in the order seatq writes them.
 pub const COLUMNS: [&str; 7] = ["section", "row", "seat", "pos", "class", "price", "for_sale"];
@@ -158,7 +159,11 @@ pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
     let mut venue = Venue::default();
     if let Err(e) = reader.read_to_string(&mut text) {
         if e.kind() == std::io::ErrorKind::InvalidData {
-            venue.bad.push(BadLine { line: 1, code: "invalid_json".into(), reason: "not valid UTF-8".into() });
+            venue.bad.push(BadLine {
+                line: 1,
+                code: ErrorCode::InvalidJson.as_str().into(),
+                reason: "not valid UTF-8".into(),
+            });
             return Ok(venue);
         }
         return Err(e);

@@ -134,9 +134,7 @@ fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError>
     let refused = |code: seatq::ErrorCode, message: String| ApiError::refused(seatq::RequestError { code, message });
     use seatq::ErrorCode as C;
     // Text that is not JSON is `invalid_json`, as in the CLI and bulk files.
-    let not_json = |why: String| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("{why}; expected {{\"kind\", \"payload\"}}"))
-    };
+    let not_json = |why: String| refused(C::InvalidJson, format!("{why}; expected {{\"kind\", \"payload\"}}"));
     let text = std::str::from_utf8(body).map_err(|e| not_json(format!("the body is not UTF-8: {e}")))?;
     // A field named twice is refused, as the client and the CLI refuse it,
     // rather than one of the two kept silently.

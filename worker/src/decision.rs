@@ -6,7 +6,9 @@ use seatq_core::sqlstate;
 /// Why processing a request (or a batch) failed unexpectedly.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
-    #[error(transparent)]
+    /// Read as PostgreSQL's message and SQLSTATE, as a dead request's
+    /// message shows it ([`seatq_core::error::db_text`]).
+    #[error("{}", seatq_core::error::db_text(.0))]
     Db(#[from] sqlx::Error),
     /// A broken expectation (a bug), an injected fault, or a caught panic.
     #[error("{0}")]

@@ -135,38 +135,35 @@ pub fn money_range(low: i64, high: i64) -> String {
 
 /// Seats as the venue names them, a row at a time: "Circle, row C, seats
 /// 13, 14; row D, seat 2"; by number ("seats 56, 57") where the event's
-/// seats have no names.
+/// seats have no names; empty for no seats.
 pub fn booked_places(seats: &[SeatInfo]) -> String {
-    if seats.iter().all(|s| s.label.is_empty()) {
-        let numbers: Vec<String> = seats.iter().map(|s| s.seat.to_string()).collect();
-        let seat = if numbers.len() == 1 { "seat" } else { "seats" };
-        return format!("{seat} {}", numbers.join(", "));
-    }
-    places(seats.iter().map(|s| (s.section.as_str(), s.row_label.as_str(), s.label.as_str())))
-}
-
-/// Seats given as (section, row label, seat label), named a row at a time,
-/// in the order given: "Circle, row C, seats 13, 14; row D, seat 2".
-fn places<'a>(seats: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> String {
-    let seats: Vec<(&str, &str, &str)> = seats.into_iter().collect();
+    use std::fmt::Write as _;
+    let word = |several: bool| if several { "seats" } else { "seat" };
     let mut text = String::new();
+    if seats.iter().all(|s| s.label.is_empty()) {
+        for (i, s) in seats.iter().enumerate() {
+            let _ = match i {
+                0 => write!(text, "{} {}", word(seats.len() > 1), s.seat),
+                _ => write!(text, ", {}", s.seat),
+            };
+        }
+        return text;
+    }
     let mut last: Option<(&str, &str)> = None;
-    for (i, &(section, row, label)) in seats.iter().enumerate() {
-        if last == Some((section, row)) {
-            text.push_str(&format!(", {label}"));
-            continue;
-        }
-        let several = seats.get(i + 1).is_some_and(|&(s, r, _)| (s, r) == (section, row));
-        let seat = if several { "seats" } else { "seat" };
-        if last.is_some() {
-            text.push_str("; ");
-        }
-        if last.map(|(s, _)| s) == Some(section) {
-            text.push_str(&format!("row {row}, {seat} {label}"));
+    for (i, s) in seats.iter().enumerate() {
+        let here = (s.section.as_str(), s.row_label.as_str());
+        // Writing to a String cannot fail.
+        let _ = if last == Some(here) {
+            write!(text, ", {}", s.label)
         } else {
-            text.push_str(&format!("{section}, row {row}, {seat} {label}"));
-        }
-        last = Some((section, row));
+            let several = seats.get(i + 1).is_some_and(|n| (n.section.as_str(), n.row_label.as_str()) == here);
+            let separator = if last.is_some() { "; " } else { "" };
+            match last.map(|(section, _)| section) == Some(here.0) {
+                true => write!(text, "{separator}row {}, {} {}", s.row_label, word(several), s.label),
+                false => write!(text, "{separator}{}, row {}, {} {}", s.section, s.row_label, word(several), s.label),
+            }
+        };
+        last = Some(here);
     }
     text
 }
@@ -414,6 +411,7 @@ mod tests {
         assert_eq!(booked_places(&seats), "Circle, row C, seats 13, 14; row D, seat 2; Box A, row 1, seat 1");
         assert_eq!(booked_places(&[seat(56, "", "", ""), seat(57, "", "", "")]), "seats 56, 57");
         assert_eq!(booked_places(&[seat(56, "", "", "")]), "seat 56");
+        assert_eq!(booked_places(&[]), "");
     }
 
     #[test]

@@ -737,13 +737,7 @@ fn csv_record(o: &PartyOutcome) -> [String; 14] {
     let text = |v: Option<String>| v.unwrap_or_default();
     let b = o.booking.as_ref();
     let seats = b.map(|b| b.seats.iter().map(|s| s.seat.to_string()).collect::<Vec<_>>().join(" "));
-    let labels = b.map(|b| {
-        let label = |s: &crate::SeatInfo| match s.label.is_empty() {
-            true => format!("seat {}", s.seat),
-            false => format!("{}, row {}, seat {}", s.section, s.row_label, s.label),
-        };
-        b.seats.iter().map(label).collect::<Vec<_>>().join("; ")
-    });
+    let labels = b.map(|b| b.seats.iter().map(crate::SeatInfo::place).collect::<Vec<_>>().join("; "));
     [
         text(o.line.map(|l| l.to_string())),
         text(o.reference.clone()),

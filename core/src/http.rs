@@ -38,16 +38,18 @@ pub struct Connections {
     /// server started reading it is closed.
     pub header_timeout: Duration,
     /// After shutdown, how long connections still open (an answer in
-    /// progress) may hold the server up before they are abandoned.
+    /// progress, or a client yet to send its request) may hold the server up
+    /// before they are abandoned.
     pub abandon_after: Duration,
 }
 
 /// Serve `router` on `listener` until `shutdown` is cancelled: no new
 /// connections then, each open one closes once its answer in progress is
-/// sent (at once if it is between requests), and any still open
+/// sent (at once if it is idle after an answer; one yet to send its first
+/// request head waits for it, up to the header timeout), and any still open
 /// `abandon_after` later are abandoned. Errors accepting a connection are
-/// logged and waited out, as `axum::serve` does; serving one connection
-/// never stops the others.
+/// logged and waited out by axum's listener (its `tracing` feature); serving
+/// one connection never stops the others.
 pub async fn serve(mut listener: TcpListener, router: Router, connections: Connections, shutdown: CancellationToken) {
     let mut http = http1::Builder::new();
     // The timer is what makes hyper keep the header timeout at all.

@@ -196,7 +196,7 @@ pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -
 }
 
 /// After shutdown, how long connections still open (a long-poll in
-/// progress) may hold the server up.
+/// progress, or a client yet to send its request) may hold the server up.
 const ABANDON_AFTER: Duration = Duration::from_secs(5);
 
 /// Connect to `url` (creating the database and applying migrations if

@@ -70,8 +70,8 @@ pub const TOTALS_EVERY: Duration = Duration::from_secs(10);
 /// After the totals could not be counted within the statement timeout (a
 /// huge table), how long before trying again.
 const TOTALS_AFTER_TIMEOUT: Duration = Duration::from_secs(300);
-/// After shutdown, how long connections still open (answers in progress end
-/// at shutdown) may hold the server up.
+/// After shutdown, how long connections still open (a client yet to send its
+/// request; answers in progress end at shutdown) may hold the server up.
 const ABANDON_AFTER: Duration = Duration::from_secs(1);
 
 /// The `kind` label's values: the request kinds, and one for any other

@@ -565,16 +565,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Retry { id, all_dead } => {
-            let ids = ctx.connect().await?.retry_dead(if all_dead { None } else { id }).await?;
+        // `id` is given exactly when `--all-dead` is not (clap: required
+        // unless, and conflicting with, `--all-dead`).
+        Command::Retry { id, all_dead: _ } => {
+            let ids = ctx.connect().await?.retry_dead(id).await?;
+            let missing = id.filter(|_| ids.is_empty());
             if json {
                 println!("{}", serde_json::json!({ "requeued": ids }));
-            } else if let (Some(id), true, false) = (id, ids.is_empty(), all_dead) {
+            } else if let Some(id) = missing {
                 println!("no dead request {id}: nothing requeued");
             } else {
                 println!("requeued {} dead request(s): {ids:?}", ids.len());
             }
-            if ids.is_empty() && !all_dead {
+            if missing.is_some() {
                 return Ok(ExitCode::FAILURE);
             }
         }

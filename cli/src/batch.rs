@@ -95,15 +95,13 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
     let name = match args.batch.clone().or_else(|| seatq::batch::default_name(file)) {
         Some(name) => name,
         None if file == "-" => {
-            return Err(Usage::Invalid("reading standard input: name the batch with --batch NAME".into()).into());
+            return Err(Usage("reading standard input: name the batch with --batch NAME".into()).into());
         }
         None => {
-            return Err(
-                Usage::Invalid(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into()
-            );
+            return Err(Usage(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into());
         }
     };
-    seatq::batch::check_name(&name).map_err(|e| Usage::Invalid(format!("--batch {name:?}: {}", e.message)))?;
+    seatq::batch::check_name(&name).map_err(|e| Usage(format!("--batch {name:?}: {}", e.message)))?;
     let format = args.format.map(Format::from).or_else(|| Format::of_path(file)).unwrap_or(Format::Jsonl);
     let parsed = if file == "-" {
         format.parse(std::io::stdin().lock())
@@ -112,7 +110,7 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
         format.parse(std::io::BufReader::new(f))
     }
     .with_context(|| format!("reading {file}"))?;
-    let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage::Invalid(e.message))?;
+    let mut batch = Batch::from_file(&name, parsed).map_err(|e| Usage(e.message))?;
     let client = if batch.parties().is_empty() {
         None
     } else {

@@ -379,26 +379,16 @@ fn print_error(code: &str, message: &str, json: bool) {
     }
 }
 
-/// A command line that parsed but cannot be carried out as it is.
-#[derive(Debug)]
-enum Usage {
-    /// No batch name, settings that do not fit together, no such command's
-    /// manual: `usage`.
-    Invalid(String),
-    /// An event that does not exist: `not_found`, as for a request.
-    NoEvent(i64),
-}
+/// A command line that parsed but cannot be carried out as it is: no batch
+/// name, settings that do not fit together, no such command's manual.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
 
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Usage::Invalid(message) => f.write_str(message),
-            Usage::NoEvent(id) => write!(f, "no event {id}"),
-        }
-    }
-}
-
-impl std::error::Error for Usage {}
+/// An event that does not exist: `not_found`, as a request that does not.
+#[derive(Debug, thiserror::Error)]
+#[error("no event {0}")]
+struct NoEvent(i64);
 
 /// The `code` of an error printed as JSON (the list is in `AFTER_HELP`).
 fn error_code(e: &anyhow::Error) -> &'static str {
@@ -409,11 +399,11 @@ fn error_code(e: &anyhow::Error) -> &'static str {
         if cause.is::<std::io::Error>() {
             return "io";
         }
-        if let Some(usage) = cause.downcast_ref::<Usage>() {
-            return match usage {
-                Usage::Invalid(_) => "usage",
-                Usage::NoEvent(_) => "not_found",
-            };
+        if cause.is::<Usage>() {
+            return "usage";
+        }
+        if cause.is::<NoEvent>() {
+            return "not_found";
         }
     }
     "internal"
@@ -679,7 +669,7 @@ fn manual(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
             Some(command) => command.clone().version(env!("CARGO_PKG_VERSION")),
             None => {
                 let names: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
-                return Err(Usage::Invalid(format!("no command {name:?}: expected one of {}", names.join(", "))).into());
+                return Err(Usage(format!("no command {name:?}: expected one of {}", names.join(", "))).into());
             }
         },
     };
@@ -720,7 +710,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
         ..seatq_server::Settings::default()
     };
-    settings.check().map_err(|e| Usage::Invalid(e.to_string()))?;
+    settings.check().map_err(|e| Usage(e.to_string()))?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -728,7 +718,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     let url = &ctx.database_url;
     let client = ctx.retry.run("connecting", || seatq_server::connect(url, args.pool_size, ACQUIRE_TIMEOUT)).await?;
-    let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage::Invalid(e.to_string()))?;
+    let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage(e.to_string()))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, api = !args.no_api, shop = !args.no_shop, dashboard = !args.no_dashboard, "seatq serve: http://{addr}/");
     let stop = shutdown.clone();
@@ -856,7 +846,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             if event.name.trim().is_empty() {
-                return Err(Usage::Invalid("the event needs a name: --name (or \"name\" in a JSON file)".into()).into());
+                return Err(Usage("the event needs a name: --name (or \"name\" in a JSON file)".into()).into());
             }
             let id = ctx.connect().await?.import_event(&event, &parsed.seats).await?;
             let blocked = parsed.seats.iter().filter(|s| !s.for_sale).count();
@@ -879,7 +869,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
         EventCommand::Show { id } => {
             let client = ctx.connect().await?;
             let Some(e) = client.events(Some(id)).await?.pop() else {
-                return Err(Usage::NoEvent(id).into());
+                return Err(NoEvent(id).into());
             };
             let seats = client.event_seat_map(id).await?;
             if json {
@@ -900,7 +890,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
         }
         EventCommand::Close { id } => {
             if !ctx.connect().await?.close_event(id).await? {
-                return Err(Usage::NoEvent(id).into());
+                return Err(NoEvent(id).into());
             }
             if json {
                 println!("{}", serde_json::json!({ "closed": id }));

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use seatq::outcome::{booked_places, money};
 use seatq::{BookingRef, BookingResult, Client, HoldExtension, NewRequest, Request, RequestRecord, SeatRequest};
 use seatq_worker::{Config, Worker};
 use tokio_util::sync::CancellationToken;
@@ -49,7 +50,7 @@ async fn main() -> anyhow::Result<()> {
     let order = format!("ex-{}-{event}", std::process::id());
     let held = hold(&client, event, "ann", &format!("{order}-ann"), 600).await?;
     let until = held.held_until.map(|t| t.format("%H:%M:%S UTC").to_string()).unwrap_or_default();
-    println!("ann holds seats {} until {until} ({} cents)", seats(&held), held.total_cents);
+    println!("ann holds {} until {until} ({})", booked_places(&held.seats), money(held.total_cents));
     pay(&held).await;
     let done = send(&client, Request::Confirm(own(&held)), &format!("{order}-ann-confirm")).await?;
     println!("ann confirms: {}", outcome(&done));
@@ -104,16 +105,12 @@ async fn send(client: &Client, request: Request, key: &str) -> anyhow::Result<Re
 
 /// The payment step: outside seatq, with no lock held while it runs.
 async fn pay(held: &BookingResult) {
-    println!("  paying {} cents for booking {} ...", held.total_cents, held.booking);
+    println!("  paying {} for booking {} ...", money(held.total_cents), held.booking);
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 fn own(held: &BookingResult) -> BookingRef {
     BookingRef { booking: held.booking, customer: held.customer.clone() }
-}
-
-fn seats(b: &BookingResult) -> String {
-    b.seats.iter().map(|s| s.place()).collect::<Vec<_>>().join("; ")
 }
 
 fn outcome(r: &RequestRecord) -> String {

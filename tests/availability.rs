@@ -330,13 +330,12 @@ async fn page_views_waiting_for_a_failed_read_share_its_error() {
     // seats are locked away from it: every read fails, but only after every
     // page view below has asked (a read failing at once could be over
     // before the others start, and they would get the kept error instead).
-    let login = db.login("seatq_producer").await;
-    let impatient = db.options.clone().username(&login.name).options([("lock_timeout", "300ms")]);
-    let stranger =
+    let impatient = db.options.clone().options([("lock_timeout", "300ms")]);
+    let shop =
         Client::from_pool(PgPool::connect_with(impatient).await.unwrap()).with_view_max_age(Duration::from_secs(3600));
     let mut locker = db.pool.begin().await.unwrap();
     sqlx::query("LOCK TABLE seatq.seats IN ACCESS EXCLUSIVE MODE").execute(&mut *locker).await.unwrap();
-    let answers = join_all((0..10).map(|_| stranger.cached_availability(ev))).await;
+    let answers = join_all((0..10).map(|_| shop.cached_availability(ev))).await;
     for answer in &answers {
         let e = shared_error(answer);
         assert!(Arc::ptr_eq(e, shared_error(&answers[0])), "one error for all");
@@ -347,15 +346,15 @@ async fn page_views_waiting_for_a_failed_read_share_its_error() {
             other => panic!("not a database error: {other:?}"),
         }
     }
-    let stats = stranger.view_cache_stats();
+    let stats = shop.view_cache_stats();
     assert_eq!(stats, ViewCacheStats { waited: 10, shared: 9, reads: 1, failed_reads: 1, ..Default::default() });
     // The error is kept as a view would be: the next page view gets it
     // without reading again.
-    let kept = stranger.cached_availability(ev).await;
+    let kept = shop.cached_availability(ev).await;
     assert!(matches!(&kept, Err(seatq::Error::Shared(e)) if Arc::ptr_eq(e, shared_error(&answers[0]))), "{kept:?}");
-    assert_eq!((stranger.view_cache_stats().errors, stranger.view_cache_stats().reads), (1, 1));
+    assert_eq!((shop.view_cache_stats().errors, shop.view_cache_stats().reads), (1, 1));
     // With no maximum age, every page view tries again.
-    let eager = stranger.clone().with_view_max_age(Duration::ZERO);
+    let eager = shop.clone().with_view_max_age(Duration::ZERO);
     for _ in 0..2 {
         assert!(eager.cached_availability(ev).await.is_err());
     }
@@ -364,7 +363,6 @@ async fn page_views_waiting_for_a_failed_read_share_its_error() {
     locker.rollback().await.unwrap();
     let view = eager.cached_availability(ev).await.unwrap();
     assert_eq!(view.seat_map(), db.client.seat_map(ev).await.unwrap());
-    stranger.pool().close().await;
-    login.drop(&db).await;
+    shop.pool().close().await;
     db.assert_invariants_and_close().await;
 }

@@ -385,7 +385,6 @@ fn tour_file(db: &TestDb, ev: &str) -> PathBuf {
     write_text(db, "tour.jsonl", &lines.join("\n"))
 }
 
-/// The lines of a JSON-lines file.
 /// Remove a test's files (what is already gone is no matter).
 fn remove_files<const N: usize>(files: [PathBuf; N]) {
     for f in files {
@@ -401,6 +400,7 @@ fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
+/// The lines of a JSON-lines file.
 fn json_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()

@@ -260,15 +260,7 @@ async fn run_ops(ops: Vec<Op>) {
                 if let Some(b) = pick(*booking).filter(|b| model.bookings[*b].state == BState::Held) {
                     model.bookings[b].lapsed = true;
                     let id = model.bookings[b].id;
-                    sqlx::query(
-                        "WITH b AS (UPDATE seatq.bookings SET held_until = now() - interval '1 second' WHERE id = $1)
-                         UPDATE seatq.seats SET held_until = now() - interval '1 second'
-                         WHERE booking_id = $1 AND state = 'held'",
-                    )
-                    .bind(id)
-                    .execute(&db.pool)
-                    .await
-                    .unwrap();
+                    db.lapse_hold(id).await;
                 }
             }
             Op::Sweep => {

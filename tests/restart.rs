@@ -207,30 +207,41 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
     // The rest is enqueued a chunk per step of chaos, so that requests keep
     // arriving through every kill and both restarts however fast the
     // workers drain (the first restart comes while the backlog is surely
-    // still queued: the workers have only just started).
+    // still queued: the workers have only just started). That requests were
+    // still unfinished at each restart is checked at the end.
     let started = Instant::now();
-    let (mut kills, mut restarts, mut round) = (0, 0, 0);
+    let mut chaos = Chaos { cluster, rng, round: 0, kills: 0, unfinished_at_restarts: Vec::new() };
     for chunk in more.chunks(MORE / 10) {
-        chaos(&cluster, &mut workers, &mut rng, &mut round, &mut kills, &mut restarts, &start).await;
+        chaos.step(&client, &ids, &mut workers, &start).await;
         ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
     }
     while unfinished(&client, &ids).await > 0 {
         assert!(
             started.elapsed() < Duration::from_secs(300),
-            "requests stuck after {kills} kills, {restarts} restarts"
+            "requests stuck after {} kills, {} restarts",
+            chaos.kills,
+            chaos.unfinished_at_restarts.len()
         );
-        chaos(&cluster, &mut workers, &mut rng, &mut round, &mut kills, &mut restarts, &start).await;
+        chaos.step(&client, &ids, &mut workers, &start).await;
     }
+    let Chaos { kills, unfinished_at_restarts, .. } = chaos;
+    let restarts = unfinished_at_restarts.len();
     let elapsed = started.elapsed();
     for w in workers {
         assert_eq!(w.terminate(Duration::from_secs(30)), Some(0), "workers exit cleanly after it all");
     }
     println!(
-        "{} requests ({BACKLOG} queued before the workers started) drained in {:.1}s under {kills} SIGKILLs and {restarts} database restarts",
+        "{} requests ({BACKLOG} queued before the workers started) drained in {:.1}s under {kills} SIGKILLs and {restarts} database restarts (requests unfinished at each: {unfinished_at_restarts:?})",
         ids.len(),
         elapsed.as_secs_f64()
     );
     assert!(kills >= 10 && restarts == 2, "the chaos planned: {kills} kills, {restarts} restarts");
+    // The restarts tested the drain only if they came while requests were
+    // still queued.
+    assert!(
+        unfinished_at_restarts.iter().all(|&n| n > 0),
+        "requests unfinished at each database restart: {unfinished_at_restarts:?} ({kills} kills)"
+    );
 
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(client.pool()).await.unwrap();
     assert_eq!(rows as usize, BACKLOG + MORE, "retried enqueues did not duplicate requests");
@@ -240,27 +251,39 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
     assert_invariants(&client, true).await;
 }
 
-/// One step of chaos: after a pause of 50 to 250 ms, SIGKILL a random worker
-/// and start another in its place; on the 1st and 4th steps, first restart
-/// the database (down for half a second).
-async fn chaos(
-    cluster: &std::sync::Arc<PrivateCluster>,
-    workers: &mut Vec<WorkerProcess>,
-    rng: &mut fastrand::Rng,
-    round: &mut usize,
-    kills: &mut usize,
-    restarts: &mut usize,
-    start: &impl Fn(String) -> WorkerProcess,
-) {
-    *round += 1;
-    tokio::time::sleep(Duration::from_millis(rng.u64(50..250))).await;
-    if [1, 4].contains(round) {
-        let cluster = cluster.clone();
-        tokio::task::spawn_blocking(move || cluster.restart(Duration::from_millis(500))).await.unwrap();
-        *restarts += 1;
+/// The chaos of the saturated-queue test: what it has done so far.
+struct Chaos {
+    cluster: std::sync::Arc<PrivateCluster>,
+    rng: fastrand::Rng,
+    round: usize,
+    kills: usize,
+    /// At each database restart, how many of the test's requests were still
+    /// unfinished just before it.
+    unfinished_at_restarts: Vec<i64>,
+}
+
+impl Chaos {
+    /// One step of chaos: after a pause of 50 to 250 ms, SIGKILL a random
+    /// worker and start another in its place; on the 1st and 4th steps, first
+    /// count how many of `ids` are unfinished and restart the database (down
+    /// for half a second).
+    async fn step(
+        &mut self,
+        client: &Client,
+        ids: &[i64],
+        workers: &mut Vec<WorkerProcess>,
+        start: &impl Fn(String) -> WorkerProcess,
+    ) {
+        self.round += 1;
+        tokio::time::sleep(Duration::from_millis(self.rng.u64(50..250))).await;
+        if [1, 4].contains(&self.round) {
+            self.unfinished_at_restarts.push(unfinished(client, ids).await);
+            let cluster = self.cluster.clone();
+            tokio::task::spawn_blocking(move || cluster.restart(Duration::from_millis(500))).await.unwrap();
+        }
+        let victim = self.rng.usize(..workers.len());
+        workers.remove(victim).kill();
+        self.kills += 1;
+        workers.insert(victim, start(format!("w{victim}-{}", self.round)));
     }
-    let victim = rng.usize(..workers.len());
-    workers.remove(victim).kill();
-    *kills += 1;
-    workers.insert(victim, start(format!("w{victim}-{round}")));
 }

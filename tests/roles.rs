@@ -572,12 +572,7 @@ async fn the_producer_role_reads_stats_its_own_requests_and_every_seat() {
     db.assert_all_succeeded(&[ids.as_slice(), &[other]].concat()).await;
     // dan's hold lapses, not yet swept.
     let dan = booking_of(&db.client.status(ids[2]).await.unwrap());
-    for sql in [
-        "UPDATE seatq.seats SET held_until = now() - interval '1 minute' WHERE booking_id = $1",
-        "UPDATE seatq.bookings SET held_until = now() - interval '1 minute' WHERE id = $1",
-    ] {
-        sqlx::query(sql).bind(dan).execute(&db.pool).await.unwrap();
-    }
+    db.lapse_hold(dan).await;
     sqlx::query("UPDATE seatq.seats SET state = 'blocked' WHERE event_id = $1 AND seat_no = 20")
         .bind(ev)
         .execute(&db.pool)

@@ -206,14 +206,22 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
 
     // The rest is enqueued a chunk per step of chaos, so that requests keep
     // arriving through every kill and both restarts however fast the
-    // workers drain (the first restart comes while the backlog is surely
-    // still queued: the workers have only just started). That requests were
-    // still unfinished at each restart is checked at the end.
+    // workers drain. The first restart comes while the backlog is surely
+    // still queued (the workers have only just started); a fast build may
+    // have drained everything by the second, so the chunk enqueued just
+    // before it is due a few seconds later, after the database is back.
+    // That requests were still unfinished at each restart is checked at the
+    // end.
     let started = Instant::now();
     let mut chaos = Chaos { cluster, rng, round: 0, kills: 0, unfinished_at_restarts: Vec::new() };
-    for chunk in more.chunks(MORE / 10) {
+    for (n, chunk) in more.chunks(MORE / 10).enumerate() {
         chaos.step(&client, &ids, &mut workers, &start).await;
-        ids.extend(through_outages("enqueue", || client.enqueue_many(chunk)).await);
+        let mut chunk = chunk.to_vec();
+        if n + 1 == SECOND_RESTART - 1 {
+            let due = chrono::Utc::now() + chrono::Duration::seconds(3);
+            chunk.iter_mut().for_each(|r| r.run_at = Some(due));
+        }
+        ids.extend(through_outages("enqueue", || client.enqueue_many(&chunk)).await);
     }
     while unfinished(&client, &ids).await > 0 {
         assert!(
@@ -251,6 +259,10 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
     assert_invariants(&client, true).await;
 }
 
+/// The step of the saturated-queue test's chaos that restarts the database
+/// a second time (the first restarts it first).
+const SECOND_RESTART: usize = 4;
+
 /// The chaos of the saturated-queue test: what it has done so far.
 struct Chaos {
     cluster: std::sync::Arc<PrivateCluster>,
@@ -264,7 +276,8 @@ struct Chaos {
 
 impl Chaos {
     /// One step of chaos: after a pause of 50 to 250 ms, SIGKILL a random
-    /// worker and start another in its place; on the 1st and 4th steps, first
+    /// worker and start another in its place; on the 1st and 4th
+    /// ([`SECOND_RESTART`]) steps, first
     /// count how many of `ids` are unfinished and restart the database (down
     /// for half a second).
     async fn step(
@@ -276,7 +289,7 @@ impl Chaos {
     ) {
         self.round += 1;
         tokio::time::sleep(Duration::from_millis(self.rng.u64(50..250))).await;
-        if [1, 4].contains(&self.round) {
+        if [1, SECOND_RESTART].contains(&self.round) {
             self.unfinished_at_restarts.push(unfinished(client, ids).await);
             let cluster = self.cluster.clone();
             tokio::task::spawn_blocking(move || cluster.restart(Duration::from_millis(500))).await.unwrap();

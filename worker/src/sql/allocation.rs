@@ -188,8 +188,8 @@ FOR UPDATE OF s SKIP LOCKED";
 /// request's producer (as the batch claimed it), and whether
 /// it counts toward its event's per-customer limit (`limited`: the event has
 /// one; only those are in `bookings_by_customer`); per seat: request id,
-/// event, seat number; and the addresses (`ctid`) of the seats' versions
-/// this transaction locked. A hold never outlives its event's sales:
+/// event, seat number, and the address (`ctid`) of the version this
+/// transaction locked. A hold never outlives its event's sales:
 /// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
 /// per hold, not a join: a join lets the planner scan every event). Each
 /// booking carries its request's producer, read from the request row when
@@ -199,29 +199,22 @@ FOR UPDATE OF s SKIP LOCKED";
 /// The seats are updated as the per-seat list drives, each fetched by its
 /// address (a TID scan), not by a second seek of `seats_pkey`: the row is
 /// locked by this transaction, so that version is still the row's latest
-/// (`crate::tid`). Event and seat number are checked after the update, as a
-/// guard: a seat not found at its address, or another seat found there, is
-/// not counted in `taken`, and the worker fails and rolls back the batch.
+/// (`crate::tid`). Event and seat number are checked after the update, as
+/// a guard: a seat not found at its address, or another seat found there,
+/// is not counted in `taken`, and the worker fails and rolls back the batch.
 /// (As conditions of the join, they would draw the planner back to the
-/// primary key, or make it expect one row in all and join every seat to
-/// every booking.)
-///
-/// The per-seat list comes through sub-selects, so that the planner does
-/// not know its length even in a custom plan, as it does not in a generic
-/// one: knowing that a hot batch takes 900 seats, it prices a fetch an
-/// address above a read of the whole of a 20,000-seat venue, and would match
-/// the seats against such a read instead. The list drives the join: joined
-/// to the bookings first, the planner, which cannot tell how many seats each
-/// booking has, overestimates the rows of a big batch several times over and
-/// may hash them against a scan of every seat.
+/// primary key, or, in a generic plan, make it expect one row in all and
+/// join every seat to every booking.) The list drives
+/// the join: joined to the bookings first, the planner, which cannot tell
+/// how many seats each booking has, overestimates the rows of a big batch
+/// several times over and may hash them against a scan of every seat.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[],
                          $10::text[], $11::boolean[])
         AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited)
 ), s AS (
-    SELECT * FROM unnest((SELECT $7::bigint[]), (SELECT $8::bigint[]), (SELECT $9::int[]), (SELECT $12::tid[]))
-        AS s(request_id, event_id, seat_no, tid)
+    SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[], $12::tid[]) AS s(request_id, event_id, seat_no, tid)
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,

@@ -243,8 +243,6 @@ struct Seats {
     /// Found held by an in-flight transaction, or no longer free, while
     /// locking a block.
     elsewhere: HashSet<Key>,
-    /// Locked by this transaction, and where the version locked is.
-    locked: Locked,
 }
 
 impl Seats {
@@ -262,21 +260,21 @@ pub async fn allocate(
     strategy: Strategy,
 ) -> Result<Vec<Decision>, ProcessError> {
     let mut events = Events::new();
-    let mut seats = Seats::default();
-    let mut groups = lock_cheapest(conn, wanted, strategy, &mut events, &mut seats.locked).await?;
+    let mut locked = Locked::new();
+    let mut groups = lock_cheapest(conn, wanted, strategy, &mut events, &mut locked).await?;
     let others: Vec<i64> = wanted.iter().filter(|w| w.how() != How::Cheapest).map(|w| w.request.event).collect();
     if !others.is_empty() {
         event_rules(conn, others, &mut events).await?;
     }
     let on_sale = |w: &&Wanted| events.get(&w.request.event).copied().flatten().is_some_and(|r| r.refusal.is_none());
-    let named =
-        lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale), &mut seats.locked).await?;
+    let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale), &mut locked).await?;
     let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale)).await?;
     count_free(conn, &mut groups).await?;
     let mut used = customer_seats(conn, wanted, &events).await?;
     let group_of: HashMap<(i64, i16), usize> =
         groups.iter().enumerate().map(|(g, gr)| ((gr.event, gr.class), g)).collect();
 
+    let mut seats = Seats::default();
     let mut decisions: Vec<Option<Decision>> = (0..wanted.len()).map(|_| None).collect();
     let mut grants: Vec<(usize, Vec<SeatInfo>)> = Vec::new();
     // Side-by-side parties with a block chosen but not yet locked.
@@ -352,7 +350,7 @@ pub async fn allocate(
         }
     }
 
-    if !lock_blocks(conn, wanted, pending, &runs, &mut seats, &mut grants, &mut decisions).await? {
+    if !lock_blocks(conn, wanted, pending, &runs, &mut seats, &mut grants, &mut decisions, &mut locked).await? {
         // Some earlier party did not get its first block: a refusal that
         // counted on it may be wrong. Try those again.
         for i in provisional {
@@ -369,7 +367,7 @@ pub async fn allocate(
                 let event = w.request.event;
                 let tids = mine
                     .iter()
-                    .map(|s| seats.locked.get(&(event, s.seat)).copied())
+                    .map(|s| locked.get(&(event, s.seat)).copied())
                     .collect::<Option<Vec<Tid>>>()
                     .ok_or_else(|| {
                         ProcessError::Internal(format!("a seat granted to request {} is not locked", w.request_id))
@@ -799,6 +797,7 @@ async fn lock_blocks(
     seats: &mut Seats,
     grants: &mut Vec<(usize, Vec<SeatInfo>)>,
     decisions: &mut [Option<Decision>],
+    tids: &mut Locked,
 ) -> Result<bool, ProcessError> {
     let mut as_chosen = true;
     for round in 1..=ROUNDS {
@@ -809,7 +808,7 @@ async fn lock_blocks(
             pending.iter().flat_map(|(i, block)| block.iter().map(move |&s| (wanted[*i].request.event, s))).unzip();
         let rows: Vec<EventSeat> =
             sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
-        seats.locked.extend(rows.iter().map(|s| ((s.event, s.seat.seat), s.tid)));
+        tids.extend(rows.iter().map(|s| ((s.event, s.seat.seat), s.tid)));
         let mut locked: HashMap<Key, SeatInfo> = rows.into_iter().map(|s| ((s.event, s.seat.seat), s.seat)).collect();
         let mut next = Vec::new();
         for (i, block) in pending {

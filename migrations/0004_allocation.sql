@@ -19,15 +19,12 @@
 -- (wrapping round to its head) before any dearer seat. Dearer levels are
 -- taken head first.
 --
--- Each seat comes with the address of the version locked (tid), by which
--- the worker takes it.
---
 -- The worker calls it for groups of 32 seats or more (SPREAD_FROM_NEED);
 -- small ones keep the single head-first seek (two more probes would cost
 -- more than the collisions they avoid).
 CREATE FUNCTION seatq.lock_cheapest_spread(p_event bigint, p_class smallint, p_need int)
 RETURNS TABLE (seat_no int, class smallint, row_no int, pos int, price_cents int, section text, row_label text,
-               label text, tid tid)
+               label text)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_price int;
@@ -74,7 +71,7 @@ BEGIN
                (v_price::bigint + 1, 2147483647, 0, 2147483647)
     LOOP
         RETURN QUERY
-        SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents, s.section, s.row_label, s.label, s.ctid
+        SELECT s.seat_no, s.class, s.row_no, s.pos, s.price_cents, s.section, s.row_label, s.label
         FROM seatq.seats s
         WHERE s.event_id = p_event AND s.class = p_class
           AND s.price_cents BETWEEN v_lo AND v_hi AND s.seat_no BETWEEN v_from AND v_to

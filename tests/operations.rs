@@ -461,80 +461,36 @@ async fn assert_every_connection_warm(pool: &sqlx::PgPool) -> Vec<i32> {
 }
 
 #[tokio::test]
-async fn a_hot_batch_takes_its_seats_by_address_not_by_scanning_the_venue() {
+async fn a_hot_batch_takes_its_seats_by_primary_key_not_by_scanning_the_venue() {
     // One 20,000-seat venue and a batch of 100 parties taking 450 of its
     // seats: with the default random_page_cost (4), the planner would read
-    // the whole venue to find them; worker sessions set it to 1.1. (That was
-    // of seeks by primary key; it holds of fetches by address alike.)
+    // the whole venue to find them; worker sessions set it to 1.1.
     let (db, ev) = TestDb::with_event("Venue", 20_000, 6).await;
     let seat_requests: Vec<i64> = (0..450).map(|n| 1 + n * 100 / 450).collect();
-    assert_seats_taken_by_address(&db, ev, 100, &seat_requests, 10_001).await;
+    assert_seats_taken_by_seeks(&db, ev, 100, &seat_requests, 10_001).await;
     db.close().await;
 }
 
 #[tokio::test]
-async fn a_big_batch_takes_its_seats_by_address_not_by_merging_with_every_seat() {
+async fn a_big_batch_takes_its_seats_by_primary_key_not_by_merging_with_every_seat() {
     // A backlog's batch of 1,000 parties on a big venue: a planner that
     // joins the parties to their seats first overestimates the rows several
     // times over and merges them with a scan of every seat instead.
     let (db, ev) = TestDb::with_event("Stadium", 150_000, 50).await;
     let seat_requests: Vec<i64> = (1..=1000).collect();
-    assert_seats_taken_by_address(&db, ev, 1000, &seat_requests, 50_001).await;
-    db.close().await;
-}
-
-#[tokio::test]
-async fn take_seats_counts_only_the_seat_at_the_address_it_locked() {
-    // The worker takes each seat by the address of the version it locked.
-    // Were an address ever another seat's, that seat is not counted as
-    // taken, and the worker fails (and rolls back) the batch instead of
-    // booking it.
-    let (db, ev) = TestDb::with_event("Hall", 10, 5).await;
-    let mut tx = db.pool.begin().await.unwrap();
-    let addresses: Vec<String> = sqlx::query_scalar(
-        "SELECT ctid::text FROM seatq.seats WHERE event_id = $1 AND seat_no IN (1, 2) ORDER BY seat_no FOR UPDATE",
-    )
-    .bind(ev)
-    .fetch_all(&mut *tx)
-    .await
-    .unwrap();
-    // Request 1: seat 1 at its own address. Request 2: seat 3 at seat 2's.
-    let mut taken: Vec<(i64, i64, Option<chrono::DateTime<chrono::Utc>>, i64)> =
-        sqlx::query_as(seatq_worker::sql::allocation::TAKE_SEATS)
-            .bind(vec![1i64, 2])
-            .bind(vec![ev; 2])
-            .bind(vec!["c"; 2])
-            .bind(vec![seatq::BookingState::Booked; 2])
-            .bind(vec![1000i64; 2])
-            .bind(vec![None::<i32>; 2])
-            .bind(vec![1i64, 2])
-            .bind(vec![ev; 2])
-            .bind(vec![1, 3])
-            .bind(vec!["postgres"; 2])
-            .bind(vec![false; 2])
-            .bind(&addresses)
-            .fetch_all(&mut *tx)
-            .await
-            .unwrap();
-    taken.sort_by_key(|t| t.0);
-    let taken: Vec<(i64, i64)> = taken.into_iter().map(|(request, _, _, taken)| (request, taken)).collect();
-    assert_eq!(taken, vec![(1, 1), (2, 0)]);
-    tx.rollback().await.unwrap();
+    assert_seats_taken_by_seeks(&db, ev, 1000, &seat_requests, 50_001).await;
     db.close().await;
 }
 
 /// Plan take-seats, as a worker session would, for `requests` bookings of
 /// event `ev` taking one seat each of `seat_requests` (the request of each),
-/// seats numbered from `first`, and check that every seat is reached by its
-/// address (a TID scan of one row version), as locked: not by a scan.
-async fn assert_seats_taken_by_address(db: &TestDb, ev: i64, requests: usize, seat_requests: &[i64], first: i32) {
+/// seats numbered from `first`, and check that every seat is reached by a
+/// primary-key seek.
+async fn assert_seats_taken_by_seeks(db: &TestDb, ev: i64, requests: usize, seat_requests: &[i64], first: i32) {
     sqlx::query("VACUUM ANALYZE seatq.seats").execute(&db.pool).await.unwrap();
     let worker = db.worker(Config::default()).await;
     let ids: Vec<i64> = (1..=requests as i64).collect();
     let seats: Vec<i32> = (first..).take(seat_requests.len()).collect();
-    // Any addresses do: the statement is planned, not run. (As text: the
-    // worker's own `tid` type is its own.)
-    let tids: Vec<String> = (0..seat_requests.len()).map(|k| format!("({},{})", k / 100, 1 + k % 100)).collect();
     let explain = format!("EXPLAIN (FORMAT JSON) {}", seatq_worker::sql::allocation::TAKE_SEATS);
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
         .bind(&ids)
@@ -548,7 +504,6 @@ async fn assert_seats_taken_by_address(db: &TestDb, ev: i64, requests: usize, se
         .bind(&seats)
         .bind(vec!["postgres"; requests])
         .bind(vec![false; requests])
-        .bind(&tids)
         .fetch_one(worker.pool())
         .await
         .unwrap();
@@ -556,8 +511,9 @@ async fn assert_seats_taken_by_address(db: &TestDb, ev: i64, requests: usize, se
     seat_scans(&plan, &mut scans);
     assert!(!scans.is_empty(), "take-seats plan reads no seats: {plan}");
     for scan in scans {
-        assert_eq!(scan["Node Type"], "Tid Scan", "take-seats plan: {plan}");
-        assert!(scan.get("TID Cond").is_some(), "one address each: {plan}");
+        assert_eq!(scan["Node Type"], "Index Scan", "take-seats plan: {plan}");
+        assert_eq!(scan["Index Name"], "seats_pkey", "take-seats plan: {plan}");
+        assert!(scan.get("Index Cond").is_some(), "a seek, not the whole index: {plan}");
     }
     worker.pool().close().await;
 }

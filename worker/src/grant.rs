@@ -10,7 +10,6 @@ use sqlx::postgres::PgConnection;
 
 use crate::decision::ProcessError;
 use crate::sql::allocation;
-use crate::tid::Tid;
 
 /// Seats granted to one request, to be taken (with others) by [`take_seats`].
 #[derive(Debug)]
@@ -23,9 +22,6 @@ pub struct Grant<'a> {
     pub hold_secs: Option<u32>,
     /// Locked by this transaction, in seat-number order.
     pub seats: Vec<SeatInfo>,
-    /// Where the version of each of `seats` this transaction locked is, in
-    /// the same order.
-    pub tids: Vec<Tid>,
     /// The event has a per-customer limit (as this batch read its rules):
     /// the booking counts toward it.
     pub limited: bool,
@@ -38,13 +34,11 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
     let mut seat_requests = Vec::with_capacity(seat_count);
     let mut seat_events = Vec::with_capacity(seat_count);
     let mut seat_numbers = Vec::with_capacity(seat_count);
-    let mut seat_tids = Vec::with_capacity(seat_count);
     for g in grants {
-        for (s, &tid) in g.seats.iter().zip(&g.tids) {
+        for s in &g.seats {
             seat_requests.push(g.request_id);
             seat_events.push(g.request.event);
             seat_numbers.push(s.seat);
-            seat_tids.push(tid);
         }
     }
     let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
@@ -61,7 +55,6 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         .bind(seat_numbers)
         .bind(grants.iter().map(|g| g.producer).collect::<Vec<_>>())
         .bind(grants.iter().map(|g| g.limited).collect::<Vec<_>>())
-        .bind(seat_tids)
         .fetch_all(&mut *conn)
         .await?;
     let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =

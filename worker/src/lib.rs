@@ -17,7 +17,6 @@
 //!   extend, and a hold or book when its batch falls back to one at a time);
 //! - `decision`: what processing a request comes to;
 //! - `grant`: seats granted to requests, made into bookings;
-//! - `tid`: where a locked seat's row is, by which it is taken;
 //! - `periodic`: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - `registry`: registration and heartbeats in `seatq.workers`;
@@ -47,7 +46,6 @@ mod retention;
 pub mod sql;
 pub mod sweeper;
 mod take;
-mod tid;
 mod wake;
 mod warm;
 pub mod worker;

@@ -40,7 +40,6 @@ use sqlx::postgres::PgConnection;
 use crate::Strategy;
 use crate::decision::{Decision, ProcessError};
 use crate::grant::{self, Grant};
-use crate::tid::Tid;
 
 /// How many times the blocks chosen for side-by-side parties are locked
 /// before a party whose blocks were each partly held elsewhere counts as
@@ -116,10 +115,6 @@ fn limited(events: &Events, event: i64) -> bool {
 /// A seat, as a batch tells seats apart.
 type Key = (i64, i32);
 
-/// Where the version of each seat this transaction locked is: the seats
-/// granted are taken by it ([`allocation::TAKE_SEATS`]).
-type Locked = HashMap<Key, Tid>;
-
 /// One row of [`allocation::LOCK_CHEAPEST`]: a locked seat of group `grp`
 /// (1-based), or a NULL seat for a group that got none.
 #[derive(sqlx::FromRow)]
@@ -136,7 +131,6 @@ struct LockedRow {
     section: Option<String>,
     row_label: Option<String>,
     label: Option<String>,
-    tid: Option<Tid>,
 }
 
 impl LockedRow {
@@ -162,8 +156,6 @@ struct NamedSeat {
     seat: SeatInfo,
     /// This transaction holds its lock.
     locked: bool,
-    /// Where the version locked is (where locked).
-    tid: Option<Tid>,
     /// Not for sale.
     blocked: bool,
     /// Free (trusted only where locked).
@@ -176,7 +168,6 @@ struct EventSeat {
     event: i64,
     #[sqlx(flatten)]
     seat: SeatInfo,
-    tid: Tid,
 }
 
 /// A row of [`allocation::FREE_RUNS`]: a run of adjacent free seats in one
@@ -260,14 +251,13 @@ pub async fn allocate(
     strategy: Strategy,
 ) -> Result<Vec<Decision>, ProcessError> {
     let mut events = Events::new();
-    let mut locked = Locked::new();
-    let mut groups = lock_cheapest(conn, wanted, strategy, &mut events, &mut locked).await?;
+    let mut groups = lock_cheapest(conn, wanted, strategy, &mut events).await?;
     let others: Vec<i64> = wanted.iter().filter(|w| w.how() != How::Cheapest).map(|w| w.request.event).collect();
     if !others.is_empty() {
         event_rules(conn, others, &mut events).await?;
     }
     let on_sale = |w: &&Wanted| events.get(&w.request.event).copied().flatten().is_some_and(|r| r.refusal.is_none());
-    let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale), &mut locked).await?;
+    let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale)).await?;
     let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale)).await?;
     count_free(conn, &mut groups).await?;
     let mut used = customer_seats(conn, wanted, &events).await?;
@@ -350,7 +340,7 @@ pub async fn allocate(
         }
     }
 
-    if !lock_blocks(conn, wanted, pending, &runs, &mut seats, &mut grants, &mut decisions, &mut locked).await? {
+    if !lock_blocks(conn, wanted, pending, &runs, &mut seats, &mut grants, &mut decisions).await? {
         // Some earlier party did not get its first block: a refusal that
         // counted on it may be wrong. Try those again.
         for i in provisional {
@@ -364,27 +354,18 @@ pub async fn allocate(
             .map(|(i, mut mine)| {
                 mine.sort_by_key(|s| s.seat);
                 let w = wanted[i];
-                let event = w.request.event;
-                let tids = mine
-                    .iter()
-                    .map(|s| locked.get(&(event, s.seat)).copied())
-                    .collect::<Option<Vec<Tid>>>()
-                    .ok_or_else(|| {
-                        ProcessError::Internal(format!("a seat granted to request {} is not locked", w.request_id))
-                    })?;
-                let grant = Grant {
-                    request_id: w.request_id,
-                    producer: w.producer,
-                    request: w.request,
-                    hold_secs: w.hold_secs,
-                    seats: mine,
-                    tids,
-                    limited: limited(&events, event),
-                };
-                Ok((i, grant))
+                (
+                    i,
+                    Grant {
+                        request_id: w.request_id,
+                        producer: w.producer,
+                        request: w.request,
+                        hold_secs: w.hold_secs,
+                        seats: mine,
+                        limited: limited(&events, w.request.event),
+                    },
+                )
             })
-            .collect::<Result<Vec<_>, ProcessError>>()?
-            .into_iter()
             .unzip();
         let bookings = grant::take_seats(conn, &grants).await?;
         for (i, booking) in indexes.into_iter().zip(bookings) {
@@ -404,7 +385,6 @@ async fn lock_cheapest(
     wanted: &[Wanted<'_>],
     strategy: Strategy,
     events: &mut Events,
-    locked: &mut Locked,
 ) -> Result<Vec<Group>, ProcessError> {
     // Groups in (event, class) order, so that strategies that wait for locks
     // take them in the same order in every worker.
@@ -447,9 +427,6 @@ async fn lock_cheapest(
             false => None,
         };
         events.insert(group.event, rules);
-        if let (Some(seat), Some(tid)) = (row.seat, row.tid) {
-            locked.insert((group.event, seat), tid);
-        }
         group.locked.extend(row.seat());
     }
     Ok(groups)
@@ -514,7 +491,6 @@ async fn event_rules(conn: &mut PgConnection, mut ids: Vec<i64>, events: &mut Ev
 async fn lock_named<'w>(
     conn: &mut PgConnection,
     wanted: impl Iterator<Item = &'w Wanted<'w>>,
-    locked: &mut Locked,
 ) -> Result<HashMap<Key, NamedSeat>, ProcessError> {
     let (events, seat_nos): (Vec<i64>, Vec<i32>) =
         wanted.flat_map(|w| w.request.seats.iter().map(|&s| (w.request.event, s))).unzip();
@@ -523,11 +499,6 @@ async fn lock_named<'w>(
     }
     let rows: Vec<NamedSeat> =
         sqlx::query_as(allocation::LOCK_NAMED).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
-    for s in &rows {
-        if let (true, Some(tid)) = (s.locked, s.tid) {
-            locked.insert((s.event, s.seat.seat), tid);
-        }
-    }
     Ok(rows.into_iter().map(|s| ((s.event, s.seat.seat), s)).collect())
 }
 
@@ -797,7 +768,6 @@ async fn lock_blocks(
     seats: &mut Seats,
     grants: &mut Vec<(usize, Vec<SeatInfo>)>,
     decisions: &mut [Option<Decision>],
-    tids: &mut Locked,
 ) -> Result<bool, ProcessError> {
     let mut as_chosen = true;
     for round in 1..=ROUNDS {
@@ -808,7 +778,6 @@ async fn lock_blocks(
             pending.iter().flat_map(|(i, block)| block.iter().map(move |&s| (wanted[*i].request.event, s))).unzip();
         let rows: Vec<EventSeat> =
             sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
-        tids.extend(rows.iter().map(|s| ((s.event, s.seat.seat), s.tid)));
         let mut locked: HashMap<Key, SeatInfo> = rows.into_iter().map(|s| ((s.event, s.seat.seat), s.seat)).collect();
         let mut next = Vec::new();
         for (i, block) in pending {

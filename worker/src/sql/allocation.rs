@@ -33,8 +33,7 @@ ORDER BY ord";
 /// $1[k], cheapest first. One row per seat locked, and one with a NULL seat
 /// for a group that got none; `known` says whether the event exists,
 /// `refusal` why its sales refuse now (then no seat is locked: a one-time
-/// filter) and `per_customer` its limit. Each seat comes with the address
-/// of the version locked (`tid`), by which [`TAKE_SEATS`] takes it. An index seek on
+/// filter) and `per_customer` its limit. An index seek on
 /// seats_free_by_price per group. The lock clause is the strategy's;
 /// `$also` may add a condition on the seek and another way to the seats.
 macro_rules! lock_cheapest {
@@ -45,13 +44,13 @@ macro_rules! lock_cheapest {
         concat!(
             "
 SELECT g.ord AS grp, e.id IS NOT NULL AS known, r.refusal, e.per_customer,
-       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents, s.section, s.row_label, s.label, s.tid
+       s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents, s.section, s.row_label, s.label
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 CROSS JOIN LATERAL (SELECT seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal) r
 LEFT JOIN LATERAL (
     SELECT * FROM (
-        SELECT seat_no, class, row_no, pos, price_cents, section, row_label, label, ctid AS tid
+        SELECT seat_no, class, row_no, pos, price_cents, section, row_label, label
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
           AND seatq.is_free(state, held_until) AND r.refusal IS NULL
@@ -123,21 +122,20 @@ CROSS JOIN LATERAL (
 
 /// The seats customers named: for every (event $1[k], seat $2[k]) that
 /// exists, the seat, whether this transaction now holds its lock (taken with
-/// SKIP LOCKED: false means an in-flight transaction holds it) and the
-/// address of the version locked (`tid`), whether it
+/// SKIP LOCKED: false means an in-flight transaction holds it), whether it
 /// is not for sale, and whether it is free. Freeness is read from the locked
 /// row's latest version, so it is only trusted where `locked`.
 pub const LOCK_NAMED: &str = "
 WITH want AS (
     SELECT DISTINCT event_id, seat_no FROM unnest($1::bigint[], $2::int[]) AS w(event_id, seat_no)
 ), locked AS MATERIALIZED (
-    SELECT s.event_id, s.seat_no, s.state, s.held_until, s.ctid AS tid
+    SELECT s.event_id, s.seat_no, s.state, s.held_until
     FROM seatq.seats s JOIN want w ON s.event_id = w.event_id AND s.seat_no = w.seat_no
     FOR UPDATE OF s SKIP LOCKED
 )
 SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
        s.section, s.row_label, s.label,
-       l.seat_no IS NOT NULL AS locked, l.tid,
+       l.seat_no IS NOT NULL AS locked,
        s.state = 'blocked' AS blocked,
        coalesce(seatq.is_free(l.state, l.held_until), false) AS free
 FROM want w
@@ -172,11 +170,10 @@ LEFT JOIN LATERAL (
 ORDER BY g.ord, r.row, r.positions[1]";
 
 /// Lock these seats ($1[k] event, $2[k] seat) where they are free, skipping
-/// those in-flight transactions hold; returns the seats locked, each with
-/// the address of the version locked (`tid`).
+/// those in-flight transactions hold; returns the seats locked.
 pub const LOCK_FREE_SEATS: &str = "
 SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
-       s.section, s.row_label, s.label, s.ctid AS tid
+       s.section, s.row_label, s.label
 FROM (SELECT DISTINCT event_id, seat_no FROM unnest($1::bigint[], $2::int[]) AS w(event_id, seat_no)) w
 JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
 WHERE seatq.is_free(s.state, s.held_until)
@@ -188,33 +185,26 @@ FOR UPDATE OF s SKIP LOCKED";
 /// request's producer (as the batch claimed it), and whether
 /// it counts toward its event's per-customer limit (`limited`: the event has
 /// one; only those are in `bookings_by_customer`); per seat: request id,
-/// event, seat number, and the address (`ctid`) of the version this
-/// transaction locked. A hold never outlives its event's sales:
+/// event, seat number. A hold never outlives its event's sales:
 /// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
 /// per hold, not a join: a join lets the planner scan every event). Each
 /// booking carries its request's producer, read from the request row when
 /// the batch claimed it, which alone may see and act on the booking.
 /// Returns, per booking, its request, id, expiry and how many seats changed.
 ///
-/// The seats are updated as the per-seat list drives, each fetched by its
-/// address (a TID scan), not by a second seek of `seats_pkey`: the row is
-/// locked by this transaction, so that version is still the row's latest
-/// (`crate::tid`). Event and seat number are checked after the update, as
-/// a guard: a seat not found at its address, or another seat found there,
-/// is not counted in `taken`, and the worker fails and rolls back the batch.
-/// (As conditions of the join, they would draw the planner back to the
-/// primary key, or, in a generic plan, make it expect one row in all and
-/// join every seat to every booking.) The list drives
-/// the join: joined to the bookings first, the planner, which cannot tell
-/// how many seats each booking has, overestimates the rows of a big batch
-/// several times over and may hash them against a scan of every seat.
+/// The seats are updated as the per-seat list drives, each a primary-key
+/// seek: the list carries each seat's event so that it meets seatq.seats
+/// before the bookings. Joined to the bookings first, the planner, which
+/// cannot tell how many seats each booking has, overestimates the rows of a
+/// big batch several times over and merges them with a scan of every seat
+/// of every event instead.
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[],
                          $10::text[], $11::boolean[])
         AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited)
 ), s AS (
-    SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[], $12::tid[]) AS s(request_id, event_id, seat_no, tid)
+    SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
@@ -232,10 +222,9 @@ WITH b AS (
     UPDATE seatq.seats t
     SET state = booking.state::text::seatq.seat_state, booking_id = booking.id, held_until = booking.held_until
     FROM s JOIN booking USING (request_id)
-    WHERE t.ctid = s.tid
-    RETURNING t.booking_id, (t.event_id, t.seat_no) = (s.event_id, s.seat_no) AS as_locked
+    WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no
+    RETURNING t.booking_id
 )
 SELECT booking.request_id, booking.id AS booking, booking.held_until, coalesce(n.taken, 0) AS taken
 FROM booking
-LEFT JOIN (SELECT booking_id, count(*) FILTER (WHERE as_locked) AS taken FROM taken GROUP BY booking_id) n
-    ON n.booking_id = booking.id";
+LEFT JOIN (SELECT booking_id, count(*) AS taken FROM taken GROUP BY booking_id) n ON n.booking_id = booking.id";

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Make a writable copy of the shared side-by-side benchmark with what
 # docs/benchmarks.md measures beyond it: the `seatq-onsale` item (the on-sale
-# mix, run exactly like `seatq-spread`) with its ratio to spread, and the
-# peers' package-lock.json, which the shared copy may lack and `npm ci` needs.
+# mix, run exactly like `seatq-spread`) with its ratio to spread; the
+# set-based reference with seatq's writes (`sql-setbk`: a booking row for
+# every request booked; `sql-setfair`: and a result naming every seat, from
+# bench/sidebyside/); and the peers' package-lock.json, which the shared copy
+# may lack and `npm ci` needs.
 #
 #   bench/sidebyside-copy.sh [SOURCE] DEST     (SOURCE: ../shared/bench)
 #   DEST/sidebyside.sh --out F.jsonl            (from the checkout's root)
@@ -11,6 +14,8 @@
 # have changed, it stops and says which, rather than make a copy that runs
 # without the item.
 set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "sidebyside-copy: $*" >&2; exit 2; }
 
@@ -44,6 +49,22 @@ if ! grep -q seatq-onsale "$dest/sidebyside.sh"; then
     '&\n\1["seatq-onsale skip-locked", "seatq on-sale mix, skip-locked"],'
   edit "$dest/report.mjs" '^\( *\)\["hot skip-locked / hot blocking", "seatq-hot skip-locked", "seatq-hot blocking"\],' \
     '&\n\1["on-sale / spread (skip-locked)", "seatq-onsale skip-locked", "seatq-spread skip-locked"],'
+fi
+
+if ! grep -q sql-setfair "$dest/sidebyside.sh"; then
+  cp "$here/sidebyside/setfair.sql" "$here/sidebyside/setbk.sql" "$dest/sql/"
+  echo 'SELECT process_set_bk(1000);' >"$dest/sql/setbk.pgb"
+  echo 'SELECT process_set_fair(1000);' >"$dest/sql/setfair.pgb"
+  edit "$dest/sidebyside.sh" ',sql-set,sql-batch"' ',sql-set,sql-setbk,sql-setfair,sql-batch"'
+  edit "$dest/sidebyside.sh" '^has_any sql-set sql-batch && need pgbench' 'has_any sql-set sql-setbk sql-setfair sql-batch \&\& need pgbench'
+  edit "$dest/sidebyside.sh" '^has_any sql-set sql-batch && build_sql_template' 'has_any sql-set sql-setbk sql-setfair sql-batch \&\& build_sql_template'
+  edit "$dest/sidebyside.sh" '-f setbased.sql -c' '-f setbased.sql -f setfair.sql -f setbk.sql -c'
+  edit "$dest/sidebyside.sh" '^\( *\)sql-set) *run_sql "$1" "$2" set.pgb 1000 2 ;;' \
+    '&\n\1sql-setbk)    run_sql "$1" "$2" setbk.pgb 1000 2 ;;\n\1sql-setfair)  run_sql "$1" "$2" setfair.pgb 1000 2 ;;'
+  edit "$dest/report.mjs" '^\( *\)\["sql-set", "SQL set-based `process_set(1000)`, pgbench c=2"\],' \
+    '&\n\1["sql-setbk", "SQL set-based with booking rows, bare results, pgbench c=2"],\n\1["sql-setfair", "SQL set-based with booking rows and full results, pgbench c=2"],'
+  edit "$dest/report.mjs" '^\( *\)\["seatq spread / set-based SQL (c=2)", "seatq-spread skip-locked", "sql-set"\],' \
+    '&\n\1["seatq spread / set-based SQL with booking rows and full results", "seatq-spread skip-locked", "sql-setfair"],\n\1["set-based SQL with booking rows / set-based", "sql-setbk", "sql-set"],\n\1["set-based SQL with booking rows and full results / set-based", "sql-setfair", "sql-set"],'
 fi
 
 if [ ! -f "$dest/peers/package-lock.json" ]; then

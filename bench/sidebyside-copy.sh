@@ -12,7 +12,7 @@
 #
 # It edits the copy by matching lines of the shared script; if those lines
 # have changed, it stops and says which, rather than make a copy that runs
-# without the item.
+# without the items.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)

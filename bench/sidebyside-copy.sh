@@ -3,8 +3,8 @@
 # docs/benchmarks.md measures beyond it: the `seatq-onsale` item (the on-sale
 # mix, run exactly like `seatq-spread`) with its ratio to spread; the
 # set-based reference with seatq's writes (`sql-setbk`: a booking row for
-# every request booked; `sql-setfair`: and a result naming every seat, from
-# bench/sidebyside/); and the peers' package-lock.json, which the shared copy
+# every request booked; `sql-setfair`: and a result naming every seat; both
+# bench/sidebyside/booked.sql); and the peers' package-lock.json, which the shared copy
 # may lack and `npm ci` needs.
 #
 #   bench/sidebyside-copy.sh [SOURCE] DEST     (SOURCE: ../shared/bench)
@@ -52,13 +52,13 @@ if ! grep -q seatq-onsale "$dest/sidebyside.sh"; then
 fi
 
 if ! grep -q sql-setfair "$dest/sidebyside.sh"; then
-  cp "$here/sidebyside/setfair.sql" "$here/sidebyside/setbk.sql" "$dest/sql/"
-  echo 'SELECT process_set_bk(1000);' >"$dest/sql/setbk.pgb"
-  echo 'SELECT process_set_fair(1000);' >"$dest/sql/setfair.pgb"
+  cp "$here/sidebyside/booked.sql" "$dest/sql/"
+  echo 'SELECT process_set_booked(1000, false);' >"$dest/sql/setbk.pgb"
+  echo 'SELECT process_set_booked(1000, true);' >"$dest/sql/setfair.pgb"
   edit "$dest/sidebyside.sh" ',sql-set,sql-batch"' ',sql-set,sql-setbk,sql-setfair,sql-batch"'
   edit "$dest/sidebyside.sh" '^has_any sql-set sql-batch && need pgbench' 'has_any sql-set sql-setbk sql-setfair sql-batch \&\& need pgbench'
   edit "$dest/sidebyside.sh" '^has_any sql-set sql-batch && build_sql_template' 'has_any sql-set sql-setbk sql-setfair sql-batch \&\& build_sql_template'
-  edit "$dest/sidebyside.sh" '-f setbased.sql -c' '-f setbased.sql -f setfair.sql -f setbk.sql -c'
+  edit "$dest/sidebyside.sh" '-f setbased.sql -c' '-f setbased.sql -f booked.sql -c'
   edit "$dest/sidebyside.sh" '^\( *\)sql-set) *run_sql "$1" "$2" set.pgb 1000 2 ;;' \
     '&\n\1sql-setbk)    run_sql "$1" "$2" setbk.pgb 1000 2 ;;\n\1sql-setfair)  run_sql "$1" "$2" setfair.pgb 1000 2 ;;'
   edit "$dest/report.mjs" '^\( *\)\["sql-set", "SQL set-based `process_set(1000)`, pgbench c=2"\],' \

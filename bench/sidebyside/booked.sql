@@ -1,10 +1,11 @@
 -- The set-based reference (the shared bench's setbased.sql) with the writes
--- seatq makes for every request besides: a booking row, and a result that
--- names every seat as the venue does, in seatq's shape. It shows what those
--- writes cost the reference itself, where no application runs around them
--- (docs/benchmarks.md). Loaded after ceiling.sql and setbased.sql into the
--- side-by-side's SQL template by the copy bench/sidebyside-copy.sh makes;
--- setbk.sql (booking rows, bare results) needs the columns and table below.
+-- seatq makes for every request besides: a booking row, and (with
+-- full_results) a result that names every seat as the venue does, in
+-- seatq's shape; without, a result as bare as the reference's (the booking
+-- and its seat numbers). It shows what those writes cost the reference
+-- itself, where no application runs around them (docs/benchmarks.md).
+-- Loaded after ceiling.sql and setbased.sql into the side-by-side's SQL
+-- template by the copy bench/sidebyside-copy.sh makes.
 --
 -- The seats gain the venue's names and a booking; the requests' passengers
 -- stand for customers.
@@ -19,7 +20,7 @@ CREATE TABLE bookings (
   state text NOT NULL, seats int[] NOT NULL, total_cents bigint NOT NULL, held_until timestamptz,
   request_id bigint NOT NULL, producer text NOT NULL, created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now());
-CREATE OR REPLACE FUNCTION process_set_fair(k int) RETURNS int LANGUAGE sql AS $$
+CREATE OR REPLACE FUNCTION process_set_booked(k int, full_results boolean) RETURNS int LANGUAGE sql AS $$
 WITH claimed AS (
   SELECT id, flight, class, qty, passenger FROM requests
   WHERE status = 0 ORDER BY id LIMIT k FOR UPDATE SKIP LOCKED
@@ -47,7 +48,7 @@ WITH claimed AS (
     SELECT id, flight, passenger, array_agg(seat ORDER BY seat) AS seats, sum(price * 100)::bigint AS total,
            jsonb_agg(jsonb_build_object('seat', seat, 'class', class, 'row', row_no, 'pos', pos,
                      'price_cents', (price * 100)::int, 'section', section, 'row_label', row_label, 'label', label)
-                     ORDER BY seat) AS places
+                     ORDER BY seat) FILTER (WHERE full_results) AS places
     FROM assign GROUP BY id, flight, passenger) x
 ), bk AS (
   INSERT INTO bookings (id, event_id, customer, state, seats, total_cents, held_until, request_id, producer)
@@ -63,8 +64,10 @@ WITH claimed AS (
   UPDATE requests r SET status = CASE WHEN p.id IS NULL THEN 3 ELSE 2 END,
          finished_at = now(),
          result = CASE WHEN p.id IS NULL THEN '{"error":"sold_out"}'::jsonb
-                       ELSE jsonb_build_object('booking', p.bid, 'event', p.flight, 'customer', 'c' || p.passenger,
-                            'state', 'held', 'total_cents', p.total, 'seats', p.places) END
+                       WHEN full_results
+                       THEN jsonb_build_object('booking', p.bid, 'event', p.flight, 'customer', 'c' || p.passenger,
+                            'state', 'held', 'total_cents', p.total, 'seats', p.places)
+                       ELSE jsonb_build_object('booking', p.bid, 'seats', p.seats) END
   FROM claimed c LEFT JOIN per_req p ON p.id = c.id
   WHERE r.id = c.id RETURNING 1
 )

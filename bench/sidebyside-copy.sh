@@ -4,8 +4,9 @@
 # mix, run exactly like `seatq-spread`) with its ratio to spread; the
 # set-based reference with seatq's writes (`sql-setbk`: a booking row for
 # every request booked; `sql-setfair`: and a result naming every seat; both
-# bench/sidebyside/booked.sql); and the peers' package-lock.json, which the shared copy
-# may lack and `npm ci` needs.
+# bench/sidebyside/booked.sql); graphile-worker's latency at idle
+# (bench/peers/gw_latency.mjs, installed with the other peers); and the peers'
+# package-lock.json, which the shared copy may lack and `npm ci` needs.
 #
 #   bench/sidebyside-copy.sh [SOURCE] DEST     (SOURCE: ../shared/bench)
 #   DEST/sidebyside.sh --out F.jsonl            (from the checkout's root)
@@ -66,6 +67,9 @@ if ! grep -q sql-setfair "$dest/sidebyside.sh"; then
   edit "$dest/report.mjs" '^\( *\)\["seatq spread / set-based SQL (c=2)", "seatq-spread skip-locked", "sql-set"\],' \
     '&\n\1["seatq spread / set-based SQL with booking rows and full results", "seatq-spread skip-locked", "sql-setfair"],\n\1["set-based SQL with booking rows / set-based", "sql-setbk", "sql-set"],\n\1["set-based SQL with booking rows and full results / set-based", "sql-setfair", "sql-set"],'
 fi
+
+# sidebyside.sh copies every peers/*.mjs next to the installed peers.
+cp "$here/peers/gw_latency.mjs" "$dest/peers/"
 
 if [ ! -f "$dest/peers/package-lock.json" ]; then
   (cd "$dest/peers" && npm install --package-lock-only --no-audit --no-fund >/dev/null) ||

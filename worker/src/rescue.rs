@@ -14,11 +14,19 @@
 //!
 //! The two are separate sessions: one session holding its own lock while
 //! waiting for the next worker's would close a cycle round the ring, which
-//! PostgreSQL's deadlock detector would break. The wait is bounded by the
-//! session's `lock_timeout` ([`ROUND`]), after which the ring is read again
-//! (workers come and go). A dead worker's sessions end at about the same
-//! moment, but a batch session busy with a statement ends only once it
-//! finishes, so the loops are woken again a little later ([`AGAIN_AFTER`]).
+//! PostgreSQL's deadlock detector would break. A worker that starts
+//! announces itself (`seatq_workers`, once it holds its life lock and again
+//! once it is registered); the worker's listener passes that on, and the
+//! watchers stop waiting and read the ring again, so a new worker is watched
+//! from its first moment: crash loops, rolling deploys and autoscaling are
+//! when workers are new. The wait is also bounded by the session's
+//! `lock_timeout` ([`ROUND`]), after which the ring is read again, for
+//! announcements lost while the listener reconnects. A worker found dead
+//! while reading the ring after an announcement (it joined and died before
+//! it could be watched) is rescued too. A dead worker's sessions end at
+//! about the same moment, but a batch session busy with a statement ends
+//! only once it finishes, so the loops are woken again a little later
+//! ([`AGAIN_AFTER`]).
 //!
 //! Rescue only makes recovery faster: the fallback poll still finds every
 //! released request. A worker that cannot take its life lock (another
@@ -29,9 +37,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use seatq_core::retry::Jitter;
-use seatq_core::sqlstate::is_lock_unavailable;
+use seatq_core::sqlstate::{is_lock_unavailable, is_query_canceled};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic::{Messages, Periodic, Round, Task};
@@ -39,7 +48,8 @@ use crate::sql::{metrics, rescue};
 use crate::wake::Wake;
 
 /// Longest single wait for a watched worker's life lock: the ring is read
-/// again after it, so a worker that joined is watched within this.
+/// again after it, so a worker whose announcement was lost is watched
+/// within this.
 pub const ROUND: Duration = Duration::from_secs(10);
 
 /// After a rescue wake-up, the loops are woken once more after this long:
@@ -52,8 +62,16 @@ pub const APPLICATION_NAME: &str = "seatq-worker-rescue";
 
 /// Hold this process's life lock and watch the worker before it until
 /// `shutdown`, waking `wake`'s loops when that worker dies. `options` are
-/// the worker's connection options; `host` and `pid` name this process.
-pub async fn run(options: PgConnectOptions, host: String, pid: u32, wake: Arc<Wake>, shutdown: CancellationToken) {
+/// the worker's connection options; `host` and `pid` name this process;
+/// `joined` is notified when another worker announces itself.
+pub async fn run(
+    options: PgConnectOptions,
+    host: String,
+    pid: u32,
+    wake: Arc<Wake>,
+    joined: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
     let periodic = Periodic {
         interval: Duration::ZERO,
         backoff: Some(Jitter::reconnect()),
@@ -65,12 +83,22 @@ pub async fn run(options: PgConnectOptions, host: String, pid: u32, wake: Arc<Wa
     };
     // The wait is a statement that lasts up to a round: not a slow one to log.
     let options = options.application_name(APPLICATION_NAME).disable_statement_logging();
-    let mut rescuer =
-        Rescuer { options, host, pid: pid as i32, wake, life: None, holds: false, watch: None, watched: None };
+    let mut rescuer = Rescuer {
+        options,
+        host,
+        pid: pid as i32,
+        wake,
+        joined,
+        life: None,
+        holds: false,
+        watch: None,
+        watched: None,
+        news: false,
+    };
     periodic.run(&mut rescuer, &shutdown).await;
     // Leave politely (the server would end the sessions, and free the life
     // lock, when the sockets close anyway).
-    for conn in [rescuer.life.take(), rescuer.watch.take()].into_iter().flatten() {
+    for conn in [rescuer.life.take(), rescuer.watch.take().map(|(conn, _)| conn)].into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
     }
 }
@@ -80,14 +108,18 @@ struct Rescuer {
     host: String,
     pid: i32,
     wake: Arc<Wake>,
+    /// Notified when another worker announces itself.
+    joined: Arc<Notify>,
     /// The session holding (or trying to hold) the life lock.
     life: Option<PgConnection>,
     /// Whether `life` holds it.
     holds: bool,
-    /// The session that waits.
-    watch: Option<PgConnection>,
+    /// The session that waits, and its server process (to cancel the wait).
+    watch: Option<(PgConnection, i32)>,
     /// The life lock watched in the last round.
     watched: Option<i64>,
+    /// Whether a worker announced itself since the ring was last read.
+    news: bool,
 }
 
 impl Task for Rescuer {
@@ -109,16 +141,24 @@ impl Rescuer {
     /// Make sure the life lock is held, find the worker to watch, and wait
     /// for it to end, for at most a [`ROUND`].
     async fn watch_once(&mut self) -> Result<(), sqlx::Error> {
+        // An announcement from here on means the ring read below may be
+        // stale; one from before is answered by this very read.
+        let joined = Arc::clone(&self.joined);
+        let announced = joined.notified();
+        tokio::pin!(announced);
+        announced.as_mut().enable();
         self.hold().await?;
-        let watch = match &mut self.watch {
-            Some(conn) => conn,
+        let (watch, watch_pid) = match &mut self.watch {
+            Some((conn, pid)) => (conn, *pid),
             None => {
                 let mut conn = self.options.connect().await?;
                 sqlx::query(rescue::SET_LOCK_TIMEOUT)
                     .bind(format!("{}ms", ROUND.as_millis()))
                     .execute(&mut conn)
                     .await?;
-                self.watch.insert(conn)
+                let pid: i32 = sqlx::query_scalar(rescue::BACKEND_PID).fetch_one(&mut conn).await?;
+                let (conn, pid) = self.watch.insert((conn, pid));
+                (conn, *pid)
             }
         };
         let ring: Vec<i64> =
@@ -130,24 +170,46 @@ impl Rescuer {
                 target = Some(key);
                 break;
             }
-            // The worker watched last round ended between two rounds.
-            if self.watched == Some(key) {
+            // The worker watched last round ended between two rounds; or a
+            // worker announced itself and is gone already (or has not taken
+            // its life lock yet: a wake-up too many costs one claim).
+            if self.watched == Some(key) || self.news {
                 rescue(&self.wake);
             }
         }
+        self.news = false;
         self.watched = target;
         let Some(key) = target else {
-            // Nobody else to watch: look again in a round.
-            tokio::time::sleep(ROUND).await;
+            // Nobody else to watch: look again in a round, or when one comes.
+            tokio::select! {
+                _ = tokio::time::sleep(ROUND) => {}
+                _ = announced => self.news = true,
+            }
             return Ok(());
         };
-        match sqlx::query(rescue::AWAIT_LIFE_LOCK).bind(key).execute(&mut *watch).await {
+        let wait = sqlx::query(rescue::AWAIT_LIFE_LOCK).bind(key).execute(&mut *watch);
+        tokio::pin!(wait);
+        let waited = tokio::select! {
+            waited = &mut wait => waited,
+            _ = announced => {
+                // Another worker joined, perhaps just before this one in the
+                // ring: stop waiting and read the ring again. The life
+                // session is idle meanwhile and of the same login.
+                self.news = true;
+                if let Some(life) = &mut self.life {
+                    sqlx::query(rescue::CANCEL_WAIT).bind(watch_pid).execute(&mut *life).await?;
+                }
+                wait.await
+            }
+        };
+        match waited {
             Ok(_) => {
                 tracing::info!(life_lock = key, "a worker ended; taking over its requests");
                 rescue(&self.wake);
                 Ok(())
             }
-            Err(e) if is_lock_unavailable(&e) => Ok(()),
+            // The wait ran out, or was cut short for a ring read.
+            Err(e) if is_lock_unavailable(&e) || is_query_canceled(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -170,7 +232,9 @@ impl Rescuer {
                 .bind(self.pid)
                 .fetch_one(&mut *life)
                 .await?;
-            if !self.holds {
+            if self.holds {
+                sqlx::query(rescue::ANNOUNCE).execute(&mut *life).await?;
+            } else {
                 tracing::debug!("another session holds this process's life lock; this worker is not watched");
             }
         }

@@ -9,7 +9,7 @@ use seatq_core::sql::notify;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -130,10 +130,11 @@ impl Worker {
         let wake = Arc::new(Wake::default());
         let tracker = TaskTracker::new();
         let c = &self.config;
-        tracker.spawn(listen(self.pool.clone(), wake.clone(), shutdown.clone()));
+        let joined = Arc::new(Notify::new());
+        tracker.spawn(listen(self.pool.clone(), wake.clone(), joined.clone(), shutdown.clone()));
         let me = Identity::this_process(c.name.clone(), self.settings());
         let options = self.pool.connect_options().as_ref().clone();
-        tracker.spawn(rescue::run(options, me.host.clone(), me.pid, wake.clone(), shutdown.clone()));
+        tracker.spawn(rescue::run(options, me.host.clone(), me.pid, wake.clone(), joined, shutdown.clone()));
         tracker.spawn(registry::run(
             self.pool.clone(),
             me,
@@ -451,18 +452,19 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
 /// How long the worker's pool waits for a connection before a call fails.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Turn `seatq_new` notifications into wake-ups of one loop each. NOTIFY is
-/// a hint: when the listener loses its connection, and again once it listens
-/// anew, wake every idle loop to poll, since notifications sent meanwhile are
-/// lost (in between, the loops' own polls cover). Connecting races the
-/// shutdown token.
-async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
+/// Turn `seatq_new` notifications into wake-ups of one loop each, and
+/// `seatq_workers` ones (a worker joined) into a ring read of the rescuer
+/// (`joined`). NOTIFY is a hint: when the listener loses its connection, and
+/// again once it listens anew, wake every idle loop to poll, and the rescuer
+/// to read the ring, since notifications sent meanwhile are lost (in between,
+/// the loops' own polls cover). Connecting races the shutdown token.
+async fn listen(pool: PgPool, wake: Arc<Wake>, joined: Arc<Notify>, shutdown: CancellationToken) {
     let mut backoff = Jitter::reconnect();
     let mut reconnecting = false;
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
             _ = shutdown.cancelled() => return,
-            connected = seatq_core::db::listen(&pool, notify::NEW_CHANNEL) => connected,
+            connected = listen_for_work(&pool) => connected,
         };
         let mut listener = match connected {
             Ok(l) => {
@@ -470,6 +472,7 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
                 if reconnecting {
                     tracing::info!("listening for new requests again");
                     wake.everyone();
+                    joined.notify_one();
                 }
                 l
             }
@@ -486,6 +489,7 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 n = listener.try_recv() => match n {
+                    Ok(Some(n)) if n.channel() == notify::WORKERS_CHANNEL => joined.notify_one(),
                     Ok(Some(_)) => wake.news(),
                     // Connect anew (rather than let the listener reconnect by
                     // itself) so as to know when it listens again.
@@ -505,6 +509,13 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, shutdown: CancellationToken) {
             }
         }
     }
+}
+
+/// A listener on both channels a worker hears.
+async fn listen_for_work(pool: &PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = seatq_core::db::listen(pool, notify::NEW_CHANNEL).await?;
+    listener.listen(notify::WORKERS_CHANNEL).await?;
+    Ok(listener)
 }
 
 #[cfg(test)]

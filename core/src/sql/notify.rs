@@ -10,3 +10,8 @@ pub const NEW_CHANNEL: &str = "seatq_new";
 /// LISTEN, so no customer name travels), sent in the sweep's own transaction
 /// and so delivered only once that commits.
 pub const HOLD_LAPSED_CHANNEL: &str = "seatq_hold_lapsed";
+/// The NOTIFY channel a worker process announces itself on once it holds
+/// its life lock and again once it is registered, so that the others read
+/// the ring of workers again and watch it from its first moment
+/// (`worker/src/rescue.rs`). No payload: whoever is woken reads the table.
+pub const WORKERS_CHANNEL: &str = "seatq_workers";

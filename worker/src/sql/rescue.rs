@@ -28,3 +28,15 @@ pub const AWAIT_LIFE_LOCK: &str = "SELECT pg_advisory_lock($1), pg_advisory_unlo
 /// How long the waiting session waits in one go ($1, e.g. `10s`): after it,
 /// the ring is read again.
 pub const SET_LOCK_TIMEOUT: &str = "SELECT set_config('lock_timeout', $1, false)";
+
+/// Tell the other workers that the ring changed (this process holds its life
+/// lock, or has registered): they read it again at once. The channel is
+/// `seatq_core::sql::notify::WORKERS_CHANNEL`.
+pub const ANNOUNCE: &str = "SELECT pg_notify('seatq_workers', '')";
+
+/// The waiting session's server process, for [`CANCEL_WAIT`].
+pub const BACKEND_PID: &str = "SELECT pg_backend_pid()";
+
+/// End the wait of the waiting session (server process $1, a session of
+/// this worker's own login) with 57014, so that it reads the ring again.
+pub const CANCEL_WAIT: &str = "SELECT pg_cancel_backend($1)";

@@ -1,5 +1,18 @@
 //! `seatq`: enqueue booking requests, read outcomes, inspect the queue.
 
+/// Every line the command prints goes through [`print_line`], not std's
+/// `println!`, which panics when whoever reads standard output has gone
+/// (`seatq availability --seats | head -3`). Defined before the modules, so
+/// that it is theirs too.
+macro_rules! println {
+    () => {
+        $crate::print_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::print_line(format_args!($($arg)*))
+    };
+}
+
 mod batch;
 
 use std::process::ExitCode;
@@ -324,8 +337,41 @@ enum EventCommand {
         /// The event's id.
         id: i64,
     },
-    /// Stop an event's sales now: holds and books are refused (sales_closed).
+    /// Stop an event's sales now: holds and books are refused (sales_closed), and live holds lapse at
+    /// once (a hold never outlives its event's sales). To let checkouts under way finish, move
+    /// --sales-until a few minutes ahead with `seatq event edit` instead.
     Close {
+        /// The event's id.
+        id: i64,
+    },
+    /// Correct an event: rename it, move its start or its sales window, change its venue or its
+    /// per-customer limit. Fields not given are kept; live holds are cut to the end of the sales as
+    /// edited. --starts-at does not move --sales-until: give both to move both.
+    Edit {
+        /// The event's id.
+        id: i64,
+        /// The event's new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Where it takes place.
+        #[arg(long)]
+        venue: Option<String>,
+        /// When it starts (RFC 3339).
+        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+        starts_at: Option<DateTime<Utc>>,
+        /// On sale from (RFC 3339).
+        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+        sales_from: Option<DateTime<Utc>>,
+        /// On sale until (RFC 3339).
+        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+        sales_until: Option<DateTime<Utc>>,
+        /// At most this many seats per customer (live holds and bookings).
+        #[arg(long, value_name = "SEATS")]
+        per_customer: Option<i32>,
+    },
+    /// Delete an event nobody has booked (a test import, a wrong file) with its seats. Refused
+    /// (event_in_use) once it has any booking or a queued request: close it instead.
+    Delete {
         /// The event's id.
         id: i64,
     },
@@ -345,6 +391,8 @@ async fn main() -> ExitCode {
     let json = cli.json;
     match run(cli).await {
         Ok(code) => code,
+        // The reader of standard output went away (`| head`): see print_line.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             print_error(error_code(&e), &error_text(&e), json);
             ExitCode::from(2)
@@ -650,6 +698,30 @@ fn print_availability(event: i64, classes: &[seatq::ClassAvailability], map: &[s
     }
 }
 
+/// Print a line on standard output. When the reader has gone (a closed
+/// pipe), the command ends there, quietly and with status 0, as Unix tools
+/// do: what it printed was read as far as it was wanted, and whatever it did
+/// in the database is committed or not as the command left it. Any other
+/// write error is said on standard error, and ends the command with status 2.
+pub(crate) fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to standard output: {e}");
+        std::process::exit(2);
+    }
+}
+
+/// Whether `error` comes of writing to a reader that has gone.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// Write `bytes` to standard output as they are.
 fn print_raw(bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
@@ -848,6 +920,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
             if event.name.trim().is_empty() {
                 return Err(Usage("the event needs a name: --name (or \"name\" in a JSON file)".into()).into());
             }
+            event.check().map_err(seatq::Error::Invalid)?;
             let id = ctx.connect().await?.import_event(&event, &parsed.seats).await?;
             let blocked = parsed.seats.iter().filter(|s| !s.for_sale).count();
             if json {
@@ -896,6 +969,38 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::json!({ "closed": id }));
             } else {
                 println!("event {id}: sales closed");
+            }
+        }
+        EventCommand::Edit { id, name, venue, starts_at, sales_from, sales_until, per_customer } => {
+            let changes = seatq::EventChanges { name, venue, starts_at, sales_from, sales_until, per_customer };
+            if changes.is_empty() {
+                return Err(Usage(
+                    "nothing to change: give --name, --venue, --starts-at, --sales-from, --sales-until or --per-customer"
+                        .into(),
+                )
+                .into());
+            }
+            let client = ctx.connect().await?;
+            if !client.edit_event(id, &changes).await? {
+                return Err(NoEvent(id).into());
+            }
+            let Some(e) = client.events(Some(id)).await?.pop() else {
+                return Err(NoEvent(id).into());
+            };
+            if json {
+                println!("{}", serde_json::json!({ "event": e }));
+            } else {
+                println!("{}", event_line(&e));
+            }
+        }
+        EventCommand::Delete { id } => {
+            if !ctx.connect().await?.delete_event(id).await? {
+                return Err(NoEvent(id).into());
+            }
+            if json {
+                println!("{}", serde_json::json!({ "deleted": id }));
+            } else {
+                println!("event {id}: deleted");
             }
         }
     }

@@ -118,6 +118,10 @@ impl From<sqlx::Error> for Error {
         {
             return Error::Invalid(RequestError { code, message: message.to_string() });
         }
+        if sqlstate::is_check_violation(&error, "events_sales_window") {
+            let message = "sales_until: sales would close before they open (sales_from)".to_string();
+            return Error::Invalid(RequestError { code: ErrorCode::InvalidEvent, message });
+        }
         if let Some(field) = sqlstate::not_finite_column(&error) {
             let message = format!("{field}: must be a finite time (NULL, not infinity, for none)");
             return Error::Invalid(RequestError { code: ErrorCode::TimeNotFinite, message });

@@ -32,3 +32,11 @@ pub const MAX_RUN_AT_DAYS: i64 = 365;
 /// string) a message quotes; a longer one is cut, with its length said, so
 /// that no answer echoes an input whole.
 pub const MAX_QUOTED_CHARS: usize = 64;
+/// Longest event name and venue name, in characters.
+pub const MAX_EVENT_NAME_CHARS: usize = 200;
+/// Longest section name of a venue file, in characters.
+pub const MAX_SECTION_CHARS: usize = 100;
+/// Longest row label and seat label of a venue file, in characters: a label
+/// is drawn on a seat map and printed on a ticket, so a long one is a
+/// mistake (a column shifted, a note in the wrong cell), not a name.
+pub const MAX_LABEL_CHARS: usize = 40;

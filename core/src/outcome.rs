@@ -248,6 +248,15 @@ labelled! {
         /// Text that is not JSON, or not of the shape wanted (a bulk-file line, a venue file, an
         /// HTTP body); never recorded on a request.
         InvalidJson,
+        /// An event's own fields do not hold together: an empty or over-long name or venue, one holding
+        /// a control or bidirectional formatting character, sales that end before they open, a
+        /// `per_customer` below 1. The message names the field; never recorded on a request.
+        InvalidEvent,
+        /// An event of that name exists already (names are unique); never recorded on a request.
+        EventExists,
+        /// The event has bookings (or requests), so it cannot be deleted: close its sales
+        /// instead; never recorded on a request.
+        EventInUse,
     }
 }
 

@@ -109,6 +109,11 @@ pub fn is_unique_violation(error: &sqlx::Error) -> bool {
     is(error, UNIQUE_VIOLATION)
 }
 
+/// A check constraint named `constraint` refused the row (23514).
+pub fn is_check_violation(error: &sqlx::Error, constraint: &str) -> bool {
+    is(error, CHECK_VIOLATION) && error.as_database_error().and_then(|db| db.constraint()) == Some(constraint)
+}
+
 /// The column of a time that is not finite (`infinity`), when a check
 /// constraint named `<table>_<column>_finite` refused the row (23514): the
 /// event times of 0003_inventory.sql are checked so.

@@ -209,6 +209,18 @@ fn control_character(s: &str) -> Option<String> {
     s.chars().find(|c| is_control(*c)).map(|c| format!("U+{:04X}", u32::from(c)))
 }
 
+/// Why `text` cannot be a name people read (an event's, a venue's, a
+/// section's, a seat's): a control or bidirectional formatting character
+/// (U+0000 among them, which PostgreSQL cannot store), or more than `max`
+/// characters; `None` if it can. The message names `field`.
+pub fn label_error(field: &str, text: &str, max: usize) -> Option<String> {
+    if let Some(c) = control_character(text) {
+        return Some(format!("{field}: must not contain a control or bidirectional formatting character ({c})"));
+    }
+    let chars = text.chars().count();
+    (chars > max).then(|| format!("{field}: {chars} characters; at most {max}"))
+}
+
 /// What follows a cut input: how long it was.
 fn cut(s: &str) -> String {
     let n = s.chars().count();

@@ -49,7 +49,7 @@ mod waiters;
 
 pub use availability::{AvailabilityView, ClassAvailability, ClassPrices, LayoutSeat, MapSeat, SeatStates};
 pub use batch::{Batch, PartyOutcome, Summary};
-pub use client::{Client, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
+pub use client::{Client, EventChanges, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
     SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request,

@@ -25,13 +25,15 @@ use serde::Deserialize;
 
 pub use crate::bulk::BadLine;
 use crate::csv_lines::{self, Dialect};
+use crate::limits::{MAX_EVENT_NAME_CHARS, MAX_LABEL_CHARS, MAX_SECTION_CHARS};
 use crate::outcome::ErrorCode;
+use crate::{RequestError, validate};
 
 /// The columns of a CSV venue file, in the order seatq writes them.
 pub const COLUMNS: [&str; 7] = ["section", "row", "seat", "pos", "class", "price", "for_sale"];
 
 /// An event to create, and when it sells.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, sqlx::FromRow)]
 #[serde(deny_unknown_fields)]
 pub struct NewEvent {
     pub name: String,
@@ -48,6 +50,48 @@ pub struct NewEvent {
     /// At most this many live seats per customer (absent: no limit).
     #[serde(default)]
     pub per_customer: Option<i32>,
+}
+
+impl NewEvent {
+    /// Check the event's own fields before anything is written: a name (not
+    /// only spaces) and a venue of at most [`MAX_EVENT_NAME_CHARS`]
+    /// characters with no control or bidirectional formatting character,
+    /// sales that close after they open (`sales_until`, or the start when
+    /// that is unset, after `sales_from`), a `per_customer` of 1 or more.
+    /// Refused as [`ErrorCode::InvalidEvent`], the message naming the field.
+    pub fn check(&self) -> Result<(), RequestError> {
+        let invalid = |message: String| RequestError { code: ErrorCode::InvalidEvent, message };
+        if self.name.trim().is_empty() {
+            return Err(invalid("name: empty (every event needs a name)".into()));
+        }
+        if let Some(reason) = validate::label_error("name", &self.name, MAX_EVENT_NAME_CHARS) {
+            return Err(invalid(reason));
+        }
+        if let Some(reason) =
+            self.venue.as_deref().and_then(|venue| validate::label_error("venue", venue, MAX_EVENT_NAME_CHARS))
+        {
+            return Err(invalid(reason));
+        }
+        let (until, until_field) = match (self.sales_until, self.starts_at) {
+            (Some(until), _) => (Some(until), "sales_until"),
+            (None, start) => (start, "starts_at"),
+        };
+        if let (Some(from), Some(until)) = (self.sales_from, until)
+            && until <= from
+        {
+            return Err(invalid(format!(
+                "{until_field}: sales would close ({}) before they open (sales_from {})",
+                until.to_rfc3339(),
+                from.to_rfc3339()
+            )));
+        }
+        if let Some(n) = self.per_customer
+            && n < 1
+        {
+            return Err(invalid(format!("per_customer: {n}; at least 1 (leave it out for no limit)")));
+        }
+        Ok(())
+    }
 }
 
 /// One seat of a venue.
@@ -135,7 +179,16 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Venue> {
             Err((code, reason)) => venue.bad.push(bad(code, reason)),
         }
     }
+    no_seats(&mut venue, "a header and no seat lines");
     Ok(venue)
+}
+
+/// A venue with no seat and no bad line is refused too (`no_seats`, on line
+/// 1): an event nobody can book is a mistake, and would stay listed.
+fn no_seats(venue: &mut Venue, what: &str) {
+    if venue.seats.is_empty() && venue.bad.is_empty() {
+        venue.bad.push(BadLine { line: 1, code: "no_seats".into(), reason: format!("the venue has no seats ({what})") });
+    }
 }
 
 /// Where each of [`COLUMNS`] is in the header.
@@ -203,6 +256,7 @@ pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
         }
     }
     venue.event = Some(parsed.event);
+    no_seats(&mut venue, "\"seats\" is empty");
     Ok(venue)
 }
 
@@ -226,9 +280,14 @@ impl Checker {
         price: &str,
         for_sale: &str,
     ) -> Result<VenueSeat, (&'static str, String)> {
-        for (name, value) in [("section", section), ("row", row), ("seat", label)] {
+        for (name, value, max) in
+            [("section", section, MAX_SECTION_CHARS), ("row", row, MAX_LABEL_CHARS), ("seat", label, MAX_LABEL_CHARS)]
+        {
             if value.is_empty() {
                 return Err(("missing_field", format!("{name}: empty")));
+            }
+            if let Some(reason) = validate::label_error(name, value, max) {
+                return Err(("invalid_label", reason));
             }
         }
         let pos = match pos.parse::<i32>() {
@@ -381,6 +440,82 @@ mod tests {
             .expect("parse");
         assert!(v.bad.is_empty(), "{:?}", v.bad);
         assert_eq!(v.seats.len(), 1);
+    }
+
+    #[test]
+    fn a_venue_without_seats_is_refused() {
+        let v = parse_csv(HEADER.as_bytes()).expect("parse");
+        let bad: Vec<(usize, &str)> = v.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+        assert_eq!(bad, [(1, "no_seats")]);
+        let v = parse_json(r#"{"name": "Empty", "seats": []}"#.as_bytes()).expect("parse");
+        let bad: Vec<(usize, &str)> = v.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
+        assert_eq!(bad, [(1, "no_seats")]);
+    }
+
+    #[test]
+    fn labels_are_bounded_and_plain_text() {
+        let long = "x".repeat(100_000);
+        let file = format!(
+            "{HEADER}Stalls,A,1,1,1,40,yes\nStalls,A,{long},2,1,40,yes\n{},A,3,3,1,40,yes\n\
+             Stalls,A,4\u{202e}gpj,4,1,40,yes\nStalls,B\u{0},5,5,1,40,yes\nStalls,A,6,6,1,40,yes\n",
+            "S".repeat(101)
+        );
+        let v = parse_csv(file.as_bytes()).expect("parse");
+        let bad: Vec<(usize, &str, &str)> =
+            v.bad.iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
+        assert_eq!(
+            bad,
+            [
+                (3, "invalid_label", "seat: 100000 characters; at most 40"),
+                (4, "invalid_label", "section: 101 characters; at most 100"),
+                (5, "invalid_label", "seat: must not contain a control or bidirectional formatting character (U+202E)"),
+                (6, "invalid_label", "row: must not contain a control or bidirectional formatting character (U+0000)"),
+            ]
+        );
+        // Every reason is bounded, whatever the input's length.
+        assert!(v.bad.iter().all(|b| b.reason.len() < 200), "{:?}", v.bad);
+        assert_eq!(v.seats.len(), 2);
+        // Labels in any script are text like any other.
+        let file = format!(
+            "{HEADER}Партер,А,1,1,1,40,yes\n一楼,甲,二,2,1,40,yes\nالصالة,أ,٣,3,1,40,yes\nबालकनी,क,४,4,1,40,yes\n"
+        );
+        let v = parse_csv(file.as_bytes()).expect("parse");
+        assert!(v.bad.is_empty(), "{:?}", v.bad);
+        assert_eq!(v.seats.len(), 4);
+    }
+
+    #[test]
+    fn an_event_must_hold_together() {
+        let at = |s: &str| Some(s.parse::<DateTime<Utc>>().expect("time"));
+        let ok = NewEvent { name: "Hamlet".into(), ..NewEvent::default() };
+        assert_eq!(ok.check(), Ok(()));
+        let cases = [
+            (NewEvent { name: "  ".into(), ..ok.clone() }, "name: empty"),
+            (NewEvent { name: "n".repeat(201), ..ok.clone() }, "name: 201 characters; at most 200"),
+            (NewEvent { venue: Some("The \u{202e}Globe".into()), ..ok.clone() }, "venue: must not contain"),
+            (
+                NewEvent { sales_from: at("2030-02-01T00:00:00Z"), sales_until: at("2030-01-01T00:00:00Z"), ..ok.clone() },
+                "sales_until: sales would close",
+            ),
+            (
+                NewEvent { sales_from: at("2030-02-01T00:00:00Z"), starts_at: at("2030-01-01T00:00:00Z"), ..ok.clone() },
+                "starts_at: sales would close",
+            ),
+            (NewEvent { per_customer: Some(0), ..ok.clone() }, "per_customer: 0"),
+        ];
+        for (event, starts) in cases {
+            let refused = event.check().expect_err(starts);
+            assert_eq!(refused.code, ErrorCode::InvalidEvent, "{refused}");
+            assert!(refused.message.starts_with(starts), "{starts}: {refused}");
+        }
+        // Sales may go on past the start (at the door), if sales_until says so.
+        let late = NewEvent {
+            starts_at: at("2030-01-01T19:00:00Z"),
+            sales_from: at("2029-12-01T00:00:00Z"),
+            sales_until: at("2030-01-01T21:00:00Z"),
+            ..ok
+        };
+        assert_eq!(late.check(), Ok(()));
     }
 
     #[test]

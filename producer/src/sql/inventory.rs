@@ -47,6 +47,9 @@ INSERT INTO seatq.events (name, venue, starts_at, sales_from, sales_until, per_c
 VALUES ($1, $2, $3, $4, coalesce($5, $3), $6)
 RETURNING id";
 
+/// The id of the event named $1.
+pub const EVENT_BY_NAME: &str = "SELECT id FROM seatq.events WHERE name = $1";
+
 /// Give event $1 its imported seats, numbered 1.. in file order: per seat
 /// its row number (one per section and row), position, class, price,
 /// section, row and seat labels, and whether it is for sale (else blocked).
@@ -84,6 +87,58 @@ FROM seatq.seat_map($1)
 GROUP BY section, class, state
 ORDER BY min(row_no), class, state";
 
-/// Stop event $1's sales now (kept if already closed); whether it exists.
+/// Stop event $1's sales now (kept if already closed), and cut its live
+/// holds to that moment, seats and bookings alike: a hold never outlives its
+/// event's sales, so they lapse at once (confirm is then `hold_expired`) and
+/// the sweeper releases them. Whether the event exists.
 pub const CLOSE_EVENT: &str = "
-UPDATE seatq.events SET closed_at = coalesce(closed_at, now()) WHERE id = $1 RETURNING id";
+WITH closed AS (
+    UPDATE seatq.events SET closed_at = coalesce(closed_at, now()) WHERE id = $1 RETURNING id, closed_at
+), held_seats AS (
+    UPDATE seatq.seats s SET held_until = c.closed_at
+    FROM closed c
+    WHERE s.event_id = c.id AND s.state = 'held' AND s.held_until > c.closed_at
+), holds AS (
+    UPDATE seatq.bookings b SET held_until = c.closed_at
+    FROM closed c
+    WHERE b.event_id = c.id AND b.state = 'held' AND b.held_until > c.closed_at
+)
+SELECT id FROM closed";
+
+/// Event $1 as it stands, locked until the transaction ends (for an edit).
+pub const LOCK_EVENT: &str = "
+SELECT name, venue, starts_at, sales_from, sales_until, per_customer
+FROM seatq.events WHERE id = $1 FOR UPDATE";
+
+/// Set event $1's name ($2), venue ($3), start ($4), sales window ($5,
+/// $6) and per-customer limit ($7), and cut its live holds to the end of
+/// its sales (`seatq.sales_end`), seats and bookings alike: moving
+/// `sales_until` earlier shortens the holds already made, as it caps new
+/// ones. A limit set or changed counts from then on (`events_limit_added`).
+pub const EDIT_EVENT: &str = "
+WITH edited AS (
+    UPDATE seatq.events
+    SET name = $2, venue = $3, starts_at = $4, sales_from = $5, sales_until = $6, per_customer = $7
+    WHERE id = $1
+    RETURNING id, seatq.sales_end(sales_until, closed_at) AS sales_end
+), held_seats AS (
+    UPDATE seatq.seats s SET held_until = e.sales_end
+    FROM edited e
+    WHERE s.event_id = e.id AND s.state = 'held' AND s.held_until > e.sales_end
+), holds AS (
+    UPDATE seatq.bookings b SET held_until = e.sales_end
+    FROM edited e
+    WHERE b.event_id = e.id AND b.state = 'held' AND b.held_until > e.sales_end
+)
+SELECT id FROM edited";
+
+/// Whether event $1 has been used: any booking of it (live, lapsed or
+/// cancelled: history), or a request naming it still queued.
+pub const EVENT_IN_USE: &str = "
+SELECT EXISTS (SELECT 1 FROM seatq.bookings WHERE event_id = $1)
+    OR EXISTS (SELECT 1 FROM seatq.requests WHERE status = 'queued' AND payload -> 'event' = to_jsonb($1::bigint))";
+
+/// Delete event $1's seats, then the event; the event's id, if it existed.
+pub const DELETE_EVENT: &str = "
+WITH seats AS (DELETE FROM seatq.seats WHERE event_id = $1)
+DELETE FROM seatq.events WHERE id = $1 RETURNING id";

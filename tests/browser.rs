@@ -315,3 +315,91 @@ async fn checkout_and_dashboard_in_chromium() {
     workers.stop().await;
     db.assert_invariants_and_close().await;
 }
+
+/// Sections, rows and seats named in every script a box office may use,
+/// with markup among them: the seat map draws each name exactly as the venue
+/// file gives it, as text (nothing of it read as markup), and a seat picked
+/// is named so in the selection. A screenshot is saved as `scripts.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_in_every_script_are_drawn_as_text() {
+    const SECTIONS: [(&str, &str, [&str; 3]); 11] = [
+        ("Партер", "Ряд А", ["один", "два", "три"]),
+        ("Εξώστης", "Σειρά Β", ["ένα", "δύο", "τρία"]),
+        ("الصالة", "صف أ", ["١", "٢", "٣"]),
+        ("יציע", "שורה א", ["אחת", "שתיים", "שלוש"]),
+        ("बालकनी", "पंक्ति क", ["एक", "दो", "तीन"]),
+        ("ชั้นบน", "แถว ก", ["หนึ่ง", "สอง", "สาม"]),
+        ("一楼", "甲排", ["一", "二", "三"]),
+        ("二階席", "い列", ["いち", "に", "さん"]),
+        ("발코니", "가열", ["하나", "둘", "셋"]),
+        ("Loge \"Ø\" & Café", "Rang ½", ["1ᵉʳ", "2ᵉ", "3ᵉ"]),
+        ("<b>Box</b>", "<script>x()</script>", ["<i>1</i>", "&amp;", "🎭"]),
+    ];
+    let mut csv = String::from("section,row,seat,pos,class,price,for_sale\n");
+    for (section, row, seats) in SECTIONS {
+        for (n, seat) in seats.iter().enumerate() {
+            let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+            csv.push_str(&format!("{},{},{},{},1,25,yes\n", quote(section), quote(row), quote(seat), n + 1));
+        }
+    }
+    let venue = seatq::venue::parse_csv(csv.as_bytes()).expect("read the venue");
+    assert!(venue.bad.is_empty(), "{:?}", venue.bad);
+    let chrome = Chrome::launch().await;
+    let db = TestDb::new().await;
+    let event = seatq::venue::NewEvent { name: "Babel <i>".into(), ..Default::default() };
+    let ev = db.client.import_event(&event, &venue.seats).await.expect("import");
+    let s = Served::start(&db, Settings::default()).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+
+    let page = chrome.browser.new_page(s.url(&format!("/shop/{ev}"))).await.expect("open the checkout page");
+    let drawn: Vec<String> = page
+        .evaluate("[...document.querySelectorAll('svg.seatmap text')].map(t => t.textContent)")
+        .await
+        .expect("the map's labels")
+        .into_value()
+        .expect("strings");
+    let names: Vec<String> = page
+        .evaluate("[...document.querySelectorAll('svg.seatmap circle.seat')].map(c => c.dataset.name)")
+        .await
+        .expect("the seats' names")
+        .into_value()
+        .expect("strings");
+    assert_eq!(count(&page, "svg.seatmap b, svg.seatmap i, svg.seatmap script").await, 0, "markup was read");
+    for (section, row, seats) in SECTIONS {
+        assert!(drawn.iter().any(|t| t == section), "section {section:?} not drawn: {drawn:?}");
+        assert!(drawn.iter().any(|t| t.contains(row)), "row {row:?} not drawn: {drawn:?}");
+        for seat in seats {
+            let name = format!("{section}, row {row}, seat {seat}");
+            assert!(names.contains(&name), "{name:?} not among the seats: {names:?}");
+        }
+    }
+    let title = page.get_title().await.ok().flatten().unwrap_or_default();
+    assert!(title.contains("Babel <i>"), "the event's name in the title, as text: {title:?}");
+
+    // Pick the Devanagari section's second seat and the marked-up one's third: named as given.
+    // Typed keys are ASCII only (chromiumoxide's keyboard): the name is set as a paste would.
+    page.evaluate("{ const c = document.querySelector('#customer'); c.value = 'Zoë'; c.dispatchEvent(new Event('input')); }")
+        .await
+        .expect("the customer's name");
+    click(&page, r#"circle.seat[data-seat="14"]"#).await;
+    click(&page, r#"circle.seat[data-seat="33"]"#).await;
+    let chosen = text(&page, "#selection").await;
+    assert!(chosen.contains("बालकनी, row पंक्ति क, seat दो"), "{chosen}");
+    assert!(chosen.contains("<b>Box</b>, row <script>x()</script>, seat 🎭"), "{chosen}");
+    click(&page, "#hold").await;
+    assert!(panel_in(&page, "held", WITHIN).await, "no hold: {}", text(&page, "#message").await);
+    screenshot(&page, "scripts.png").await;
+    let held: Vec<i32> = sqlx::query_scalar(
+        "SELECT s.seat_no FROM seatq.seats s JOIN seatq.bookings b ON b.id = s.booking_id
+         WHERE s.event_id = $1 AND b.customer = 'Zoë' ORDER BY 1",
+    )
+    .bind(ev)
+    .fetch_all(&db.pool)
+    .await
+    .expect("held seats");
+    assert_eq!(held, [14, 33]);
+
+    chrome.close().await;
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}

@@ -66,9 +66,26 @@ pub(crate) async fn event_seats(
 
 /// Pixels from one seat's centre to the next.
 const PITCH: i32 = 22;
-/// Room on the left for row labels, and around the map.
+/// Least room on the left for row labels (more for longer ones), and
+/// around the map.
 const LABEL_WIDTH: i32 = 40;
 const MARGIN: i32 = 12;
+/// About how wide a character of a row label (11 px, seatq.css) and of a
+/// section's heading (13 px, bold) is drawn, narrow and wide (East Asian)
+/// alike: enough to make room for a label, so that none runs off the map.
+const ROW_CHAR: (i32, i32) = (7, 12);
+const HEADING_CHAR: (i32, i32) = (9, 14);
+
+/// About how many pixels `text` takes, at `per_char` (narrow, wide).
+fn text_width(text: &str, (narrow, wide): (i32, i32)) -> i32 {
+    // Hangul Jamo and up: the CJK scripts, Hangul, full-width forms, emoji.
+    text.chars().map(|c| if u32::from(c) >= 0x1100 { wide } else { narrow }).sum()
+}
+
+/// How a row is labelled: its label, or its number when the venue gives none.
+fn row_label(row: &[&MapSeat]) -> String {
+    if row[0].row_label.is_empty() { row[0].row.to_string() } else { row[0].row_label.clone() }
+}
 /// Height of a section's heading.
 const HEADING: i32 = 26;
 
@@ -132,22 +149,25 @@ pub(crate) fn draw(seats: &[MapSeat]) -> Drawing {
             + 1
     };
     let columns = sections.iter().map(|(_, rows)| widest(rows)).max().unwrap_or(1);
-    let width = 2 * MARGIN + LABEL_WIDTH + columns * PITCH;
+    let rows = sections.iter().flat_map(|(_, rows)| rows.iter());
+    let label_width = rows.map(|r| text_width(&row_label(r), ROW_CHAR) + 8).max().unwrap_or(0).max(LABEL_WIDTH);
+    let heading_width = sections.iter().map(|(name, _)| text_width(name, HEADING_CHAR)).max().unwrap_or(0);
+    let width = (2 * MARGIN + label_width + columns * PITCH).max(2 * MARGIN + heading_width);
     let mut drawing = Drawing { width, height: 0, seats: Vec::with_capacity(seats.len()), labels: Vec::new() };
     let mut y = MARGIN;
     for (name, rows) in &mut sections {
         rows.sort_by_key(|r| r[0].row);
         let span = widest(rows);
         let low = rows.iter().flat_map(|r| r.iter().map(|s| s.pos)).min().unwrap_or(1);
-        let left = MARGIN + LABEL_WIDTH + (columns - span) * PITCH / 2;
+        let left = MARGIN + label_width + (columns - span) * PITCH / 2;
         if !name.is_empty() {
             drawing.labels.push(Label { x: width / 2, y: y + HEADING / 2 + 5, text: name.to_string(), heading: true });
             y += HEADING;
         }
         for row in rows.iter() {
             let cy = y + PITCH / 2;
-            let label = if row[0].row_label.is_empty() { row[0].row.to_string() } else { row[0].row_label.clone() };
-            drawing.labels.push(Label { x: MARGIN + LABEL_WIDTH / 2, y: cy + 4, text: label, heading: false });
+            let text = row_label(row);
+            drawing.labels.push(Label { x: MARGIN + label_width / 2, y: cy + 4, text, heading: false });
             for seat in row {
                 drawing.seats.push(DrawnSeat {
                     x: left + (seat.pos - low) * PITCH + PITCH / 2,
@@ -257,5 +277,24 @@ mod tests {
         );
         assert_eq!(d.seats[0].name, "Stalls, row A, seat 1");
         assert!(d.seats.iter().all(|s| s.x < d.width && s.y < d.height));
+    }
+
+    #[test]
+    fn long_labels_get_room_and_stay_on_the_map() {
+        let mut seats = vec![seat(1, "S", 1, 1), seat(2, "S", 1, 2)];
+        for s in &mut seats {
+            s.layout.row_label = "Orchestra left, row AA".into();
+        }
+        let heading = "一階 オーケストラ席 左側ブロック".repeat(3);
+        seats.push(seat(3, &heading, 2, 1));
+        let d = draw(&seats);
+        for label in &d.labels {
+            let (narrow, wide) = if label.heading { HEADING_CHAR } else { ROW_CHAR };
+            let half = text_width(&label.text, (narrow, wide)) / 2;
+            assert!(label.x - half >= 0 && label.x + half <= d.width, "{label:?} runs off a map {} wide", d.width);
+        }
+        let label_right = d.labels.iter().filter(|l| !l.heading).map(|l| l.x + text_width(&l.text, ROW_CHAR) / 2);
+        let first_seat = d.seats.iter().map(|s| s.x - 9).min().unwrap();
+        assert!(label_right.max().unwrap() <= first_seat, "a row label runs into its seats");
     }
 }

@@ -532,6 +532,165 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
     db.assert_invariants_and_close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quote_left_open_is_reported_with_every_line_it_swallowed() {
+    let (db, url, ev) = setup(12).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    // Nine parties; the stray quote on line 3 is closed only by the quoted
+    // customer of line 8.
+    let mut text = String::from("ref,kind,event,class,party,customer\n");
+    for n in 2..=10 {
+        let customer = match n {
+            3 => "\"Smith".to_string(),
+            8 => "\"Jones, J.\"".to_string(),
+            n => format!("c{n}"),
+        };
+        text.push_str(&format!("P{n},book,{ev},1,1,{customer}\n"));
+    }
+    let file = write_text(&db, "stray.csv", &text);
+    let out_file = std::env::temp_dir().join(format!("{}-stray-out.jsonl", db.name));
+    let (path, out_path) = (file.to_str().unwrap(), out_file.to_str().unwrap());
+    let name = format!("{}-stray", db.name);
+
+    let out = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_path], 1).await;
+    let opened = "a quote opened on line 3 is not closed until line 8: lines 3-8 read as one record";
+    assert!(out.stderr.contains(&format!("{path}:3: invalid_line: {opened}\n")), "{out:?}");
+    for n in 4..=8 {
+        let swallowed = format!("{path}:{n}: invalid_line: swallowed by the unclosed quote on line 3\n");
+        assert!(out.stderr.contains(&swallowed), "{swallowed:?} missing: {out:?}");
+    }
+    assert!(out.stdout.contains("3 parties: 3 enqueued, 0 already submitted; 6 bad lines skipped"), "{out:?}");
+    let summary = format!(
+        "batch \"{name}\": 3 parties: 3 booked (3 seats), 0 sold out, 0 other failures, 0 queued; 6 lines refused"
+    );
+    assert!(out.stdout.contains(&summary), "{out:?}");
+    assert!(out.stdout.contains("failures by error code: invalid_line 6"), "{out:?}");
+
+    // Every line of the file has its outcome line, in its order.
+    let outcomes = json_lines(&out_file);
+    let got: Vec<(i64, String, String)> = outcomes
+        .iter()
+        .map(|o| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (o["line"].as_i64().unwrap_or_default(), text(&o["status"]), text(&o["error_code"]))
+        })
+        .collect();
+    let expected: Vec<(i64, String, String)> = (2..=10)
+        .map(|n| match n {
+            3..=8 => (n, "refused".to_string(), "invalid_line".to_string()),
+            n => (n, "succeeded".to_string(), String::new()),
+        })
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(outcomes[1]["error_message"], opened);
+    assert_eq!(db.seats_taken(ev.parse().unwrap()).await, 3);
+
+    workers.stop().await;
+    remove_files([file, out_file]);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_integer_ref_comes_back_as_an_integer() {
+    let (db, url, ev) = setup(12).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let line = |reference: &str, party: u32| {
+        format!(
+            r#"{{"ref": {reference}, "kind": "book", "payload": {{"event": {ev}, "class": 1, "party": {party}, "customer": "c"}}}}"#
+        )
+    };
+    let text = [line("7", 2), line("8", 12), line("\"9\"", 2)].join("\n");
+    let file = write_text(&db, "refs.jsonl", &text);
+    let out_file = std::env::temp_dir().join(format!("{}-refs-out.jsonl", db.name));
+    let (path, out_path) = (file.to_str().unwrap(), out_file.to_str().unwrap());
+    let args = ["enqueue", "--file", path, "--wait", "--out", out_path];
+
+    seatq_exits(&url, &args, 1).await;
+    let refs =
+        |outcomes: Vec<Value>| outcomes.iter().map(|o| (o["ref"].clone(), o["status"].clone())).collect::<Vec<_>>();
+    let expected: Vec<(Value, Value)> =
+        vec![(7.into(), "succeeded".into()), (8.into(), "refused".into()), ("9".into(), "succeeded".into())];
+    assert_eq!(refs(json_lines(&out_file)), expected);
+    // Submitted again: answered from the record, the refs as the file gives them.
+    let again = seatq_exits(&url, &args, 1).await;
+    assert!(again.stdout.contains("2 parties: 0 enqueued, 2 already submitted"), "{again:?}");
+    assert_eq!(refs(json_lines(&out_file)), expected);
+    // The database keeps a ref as text: read back from it, every ref is text.
+    let results = seatq_exits(&url, &["batch", "results", &format!("{}-refs", db.name)], 0).await;
+    let read_back: Vec<Value> = results.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(refs(read_back), [("7".into(), "succeeded".into()), ("9".into(), "succeeded".into())]);
+
+    workers.stop().await;
+    remove_files([file, out_file]);
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test]
+async fn strict_enqueues_nothing_but_writes_every_lines_outcome() {
+    let (db, url, ev) = setup(12).await;
+    let file = tour_file(&db, &ev);
+    let out_file = std::env::temp_dir().join(format!("{}-strict-out.jsonl", db.name));
+    let out_csv = std::env::temp_dir().join(format!("{}-strict-out.csv", db.name));
+    let path = file.to_str().unwrap();
+
+    let args = ["enqueue", "--strict", "--file", path, "--wait", "--out", out_file.to_str().unwrap()];
+    let out = seatq_exits(&url, &args, 1).await;
+    assert!(out.stdout.contains("enqueued nothing: 2 bad lines (--strict)"), "{out:?}");
+    assert!(out.stdout.contains(&format!("outcomes written to {}", out_file.display())), "{out:?}");
+    assert_eq!(count_requests(&db).await, 0);
+    // One line per line of the file (the blank one aside): the bad ones with
+    // their errors, the good ones not submitted; none with a request.
+    let outcomes = json_lines(&out_file);
+    let got: Vec<(&Value, &Value, &Value, &Value)> =
+        outcomes.iter().map(|o| (&o["line"], &o["ref"], &o["status"], &o["error_code"])).collect();
+    let expected: [(Value, Value, Value, Value); 6] = [
+        (1.into(), "P1".into(), "refused".into(), "not_submitted".into()),
+        (2.into(), "P2".into(), "refused".into(), "not_submitted".into()),
+        (3.into(), Value::Null, "refused".into(), "invalid_json".into()),
+        (5.into(), "P5".into(), "refused".into(), "party_out_of_range".into()),
+        (6.into(), "P6".into(), "refused".into(), "not_submitted".into()),
+        (7.into(), Value::Null, "refused".into(), "not_submitted".into()),
+    ];
+    let expected: Vec<(&Value, &Value, &Value, &Value)> = expected.iter().map(|(a, b, c, d)| (a, b, c, d)).collect();
+    assert_eq!(got, expected);
+    assert!(outcomes.iter().all(|o| o["id"].is_null()), "{outcomes:?}");
+    assert_eq!(outcomes[0]["error_message"], "not enqueued (--strict): the file has 2 bad lines");
+    assert_eq!((&outcomes[0]["event"], &outcomes[0]["class"]), (&ev.parse::<i64>().unwrap().into(), &1.into()));
+
+    // As CSV too, and with --json.
+    let args = ["--json", "enqueue", "--strict", "--file", path, "--wait", "--out", out_csv.to_str().unwrap()];
+    let report = seatq_exits(&url, &args, 1).await.json();
+    assert_eq!(report["bad_lines"].as_array().map(Vec::len), Some(2), "{report}");
+    let (_, rows) = csv_rows(&out_csv);
+    let codes: Vec<&str> = rows.iter().map(|r| r[12].as_str()).collect();
+    assert_eq!(
+        codes,
+        ["not_submitted", "not_submitted", "invalid_json", "party_out_of_range", "not_submitted", "not_submitted"]
+    );
+    assert_eq!(count_requests(&db).await, 0);
+    remove_files([file, out_file, out_csv]);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn an_unknown_csv_column_is_refused_by_name() {
+    let (db, url, ev) = setup(12).await;
+    let file = write_text(&db, "misspelt.csv", &format!("kind,event,class,party,cutsomer\nbook,{ev},1,2,Smith\n"));
+    let out_file = std::env::temp_dir().join(format!("{}-misspelt-out.jsonl", db.name));
+    let path = file.to_str().unwrap();
+    let out = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_file.to_str().unwrap()], 1).await;
+    let expected =
+        format!("{path}:1: unknown_column: header: unknown column \"cutsomer\" (the known columns are kind, ");
+    assert!(out.stderr.contains(&expected), "{out:?}");
+    assert!(out.stderr.contains("customer"), "the known columns listed: {out:?}");
+    let outcomes = json_lines(&out_file);
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!((&outcomes[0]["line"], &outcomes[0]["error_code"]), (&1.into(), &"unknown_column".into()));
+    assert_eq!(count_requests(&db).await, 0);
+    remove_files([file, out_file]);
+    db.close().await;
+}
+
 #[tokio::test]
 async fn a_wait_that_times_out_writes_what_it_knows_and_exits_2() {
     let (db, url, ev) = setup(12).await;

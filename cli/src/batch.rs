@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::StreamExt as _;
-use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use indicatif::{HumanDuration, ProgressBar, ProgressState, ProgressStyle};
 use seatq::batch::{Batch, BatchStatus, OutcomeWriter, PartyOutcome, PartyStatus, Summary};
 use seatq::bulk::Format;
 use tokio::time::Instant;
@@ -162,7 +162,21 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
     }
     let mut failed = !batch.bad().is_empty();
     let mut timed_out = None;
-    if args.wait && !refused {
+    let out_format = |out: &str| args.out_format.map(Format::from).or_else(|| Format::of_path(out)).unwrap_or(format);
+    if args.wait && refused {
+        // Nothing enqueued, yet every line has its outcome: the bad ones
+        // with their errors, the good ones as not submitted.
+        if let Some(out) = &args.out {
+            let bad = batch.bad().len();
+            let why = format!("not enqueued (--strict): the file has {bad} bad {}", plural(bad, "line", "lines"));
+            let mut outcomes: Vec<PartyOutcome> = batch.not_submitted(&why).chain(batch.refused()).collect();
+            outcomes.sort_by_key(|o| o.line);
+            write_outcomes(out, out_format(out), &outcomes)?;
+            if !ctx.json && out != "-" {
+                report(&format!("outcomes written to {out}"));
+            }
+        }
+    } else if args.wait {
         let deadline = args.timeout.map(|t| Instant::now() + Duration::from_secs(t));
         let (outcomes, unfinished) = match client.as_ref() {
             Some(client) => follow(client, &batch, &submitted, deadline).await?,
@@ -173,12 +187,7 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
         outcomes.iter().for_each(|o| summary.add(o));
         failed |= summary.any_failed();
         if let Some(out) = &args.out {
-            let format = args.out_format.map(Format::from).or_else(|| Format::of_path(out)).unwrap_or(format);
-            let mut file = OutFile::create(out, format)?;
-            for o in &outcomes {
-                file.write(o)?;
-            }
-            file.finish()?;
+            write_outcomes(out, out_format(out), &outcomes)?;
         }
         if ctx.json {
             doc["summary"] = serde_json::to_value(&summary)?;
@@ -261,17 +270,39 @@ fn progress_bar(total: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new(total);
+    styled(ProgressBar::new(total))
+}
+
+/// `bar` with the look of [`progress_bar`].
+fn styled(bar: ProgressBar) -> ProgressBar {
     // The bar takes what the text leaves of the terminal's width.
-    let template = "{wide_bar} {pos}/{len} parties | {msg} | {rate} | {eta} left";
+    let template = "{wide_bar} {pos}/{len} parties | {msg} | {rate} | {left}";
     if let Ok(style) = ProgressStyle::with_template(template) {
         let rate = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
             let _ = write!(w, "{:.0}/s", state.per_sec());
         };
-        bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
+        // Until a party has finished there is nothing to estimate from:
+        // indicatif's own estimate ({eta}) is then "0s", which reads as
+        // done while nothing moves.
+        let left = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = match state.pos() {
+                0 => w.write_str("estimating time left"),
+                _ => write!(w, "{:#} left", HumanDuration(state.eta())),
+            };
+        };
+        bar.set_style(style.progress_chars("=> ").with_key("rate", rate).with_key("left", left));
     }
     bar.set_message("0 seats booked, 0 failed");
     bar
+}
+
+/// Write every outcome to `out` (see [`OutFile`]).
+fn write_outcomes(out: &str, format: Format, outcomes: &[PartyOutcome]) -> anyhow::Result<()> {
+    let mut file = OutFile::create(out, format)?;
+    for o in outcomes {
+        file.write(o)?;
+    }
+    file.finish()
 }
 
 /// An outcome file being written: standard output (`-`), or a file
@@ -416,4 +447,75 @@ fn summary_text(name: &str, s: &Summary) -> String {
 
 fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 { one } else { many }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use indicatif::{ProgressDrawTarget, TermLike};
+
+    use super::*;
+
+    /// A terminal that keeps the line last drawn on it.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(Arc<Mutex<String>>);
+
+    impl Screen {
+        fn line(&self) -> String {
+            self.0.lock().map(|l| l.clone()).unwrap_or_default()
+        }
+
+        fn edit(&self, f: impl FnOnce(&mut String)) -> std::io::Result<()> {
+            if let Ok(mut line) = self.0.lock() {
+                f(&mut line);
+            }
+            Ok(())
+        }
+    }
+
+    impl TermLike for Screen {
+        fn width(&self) -> u16 {
+            160
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.edit(|line| *line = s.to_string())
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.edit(|line| line.push_str(s))
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            self.edit(String::clear)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_progress_bar_estimates_no_time_left_until_a_party_has_finished() {
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+        let bar = styled(ProgressBar::with_draw_target(Some(9), target));
+        bar.force_draw();
+        let line = screen.line();
+        assert!(line.contains("0/9 parties | 0 seats booked, 0 failed | 0/s | estimating time left"), "{line:?}");
+        assert!(!line.contains("0s left"), "{line:?}");
+        bar.inc(1);
+        bar.force_draw();
+        let line = screen.line();
+        assert!(line.contains("1/9 parties") && line.ends_with(" left") && !line.contains("estimating"), "{line:?}");
+    }
 }

@@ -77,6 +77,98 @@ impl InBatch {
     }
 }
 
+/// A line's `ref`, the submitter's own reference for a party, as the file
+/// gave it: text, or an integer (JSON lines `"ref": 7`), which its outcome
+/// gives back as an integer. Either way the ref is its text: the party's key
+/// derives from it and the database keeps it (`batch_ref` is text), so `7`
+/// and `"7"` are one ref, and a batch read back from the database
+/// ([`Client::batch_results`]) has every ref as text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ref {
+    text: String,
+    integer: bool,
+}
+
+impl Ref {
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether it was given as an integer.
+    pub fn is_integer(&self) -> bool {
+        self.integer
+    }
+}
+
+impl std::ops::Deref for Ref {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for Ref {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl From<String> for Ref {
+    fn from(text: String) -> Ref {
+        Ref { text, integer: false }
+    }
+}
+
+impl From<&str> for Ref {
+    fn from(text: &str) -> Ref {
+        Ref::from(text.to_string())
+    }
+}
+
+impl From<i64> for Ref {
+    fn from(n: i64) -> Ref {
+        Ref { text: n.to_string(), integer: true }
+    }
+}
+
+impl From<u64> for Ref {
+    fn from(n: u64) -> Ref {
+        Ref { text: n.to_string(), integer: true }
+    }
+}
+
+impl Serialize for Ref {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.integer {
+            if let Ok(n) = self.text.parse::<i64>() {
+                return s.serialize_i64(n);
+            }
+            if let Ok(n) = self.text.parse::<u64>() {
+                return s.serialize_u64(n);
+            }
+        }
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ref {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ref, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Text(String),
+            Signed(i64),
+            Unsigned(u64),
+        }
+        Ok(match Given::deserialize(d)? {
+            Given::Text(text) => Ref::from(text),
+            Given::Signed(n) => Ref::from(n),
+            Given::Unsigned(n) => Ref::from(n),
+        })
+    }
+}
+
 /// Check a batch name: 1 to [`MAX_BATCH_NAME_CHARS`] characters, not all
 /// blank, without control characters.
 pub fn check_name(name: &str) -> Result<(), RequestError> {
@@ -172,7 +264,7 @@ impl Batch {
                     batch.lines.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message.clone() })
                 }
                 None => {
-                    let reference = batch.lines.refs.get(&line).cloned();
+                    let reference = batch.lines.refs.get(&line).map(|r| r.to_string());
                     batch.add(line, reference, new);
                 }
             }
@@ -195,7 +287,7 @@ impl Batch {
         }
         let line = self.next_line();
         if let Some(reference) = &reference {
-            self.lines.refs.insert(line, reference.clone());
+            self.lines.refs.insert(line, Ref::from(reference.as_str()));
         }
         self.add(line, reference, new);
         Ok(())
@@ -251,9 +343,10 @@ impl Batch {
     pub fn pending<'a>(&'a self, submitted: &'a Submitted) -> impl Iterator<Item = PartyOutcome> + 'a {
         self.parties().iter().zip(&submitted.ids).map(|(party, id)| {
             let (event, class) = event_and_class(&party.request.payload());
+            let line = party.batch.as_ref().map(|b| b.line);
             PartyOutcome {
-                line: party.batch.as_ref().map(|b| b.line),
-                reference: party.batch.as_ref().and_then(|b| b.reference.clone()),
+                line,
+                reference: line.and_then(|l| self.lines.refs.get(&l)).cloned(),
                 id: Some(*id),
                 status: PartyStatus::Queued,
                 event,
@@ -280,7 +373,35 @@ impl Batch {
             error_message: Some(b.reason.clone()),
         })
     }
+
+    /// Each party as an outcome of a batch not enqueued at all: status
+    /// `refused` (no request), error code [`NOT_SUBMITTED`] and `why`, with
+    /// its ref, event and class. What a run that enqueues nothing because
+    /// some lines are bad (`seatq enqueue --strict`) reports for the good
+    /// ones, so that every line still has its outcome, and a good line is
+    /// never taken for a bad one.
+    pub fn not_submitted<'a>(&'a self, why: &'a str) -> impl Iterator<Item = PartyOutcome> + 'a {
+        self.parties().iter().map(move |party| {
+            let (event, class) = event_and_class(&party.request.payload());
+            let line = party.batch.as_ref().map(|b| b.line);
+            PartyOutcome {
+                line,
+                reference: line.and_then(|l| self.lines.refs.get(&l)).cloned(),
+                id: None,
+                status: PartyStatus::Refused,
+                event,
+                class,
+                booking: None,
+                error_code: Some(NOT_SUBMITTED.to_string()),
+                error_message: Some(why.to_string()),
+            }
+        })
+    }
 }
+
+/// The error code of a good line not enqueued because the run enqueued
+/// nothing ([`Batch::not_submitted`]).
+pub const NOT_SUBMITTED: &str = "not_submitted";
 
 /// The key of a party with a ref: the batch's name and the ref, as a JSON
 /// array, so that no choice of either can make two pairs one key.
@@ -319,7 +440,8 @@ pub enum PartyStatus {
     Failed,
     Dead,
     /// Not enqueued: the line is not a valid request, shares its ref with
-    /// another, or reuses a key for another request.
+    /// another, or reuses a key for another request; or the batch was not
+    /// enqueued at all ([`NOT_SUBMITTED`]).
     Refused,
 }
 
@@ -357,9 +479,9 @@ impl From<Status> for PartyStatus {
 pub struct PartyOutcome {
     /// The line of the file (or place in the batch), from 1.
     pub line: Option<usize>,
-    /// The submitter's own reference for the line.
+    /// The submitter's own reference for the line, as the line gave it.
     #[serde(rename = "ref")]
-    pub reference: Option<String>,
+    pub reference: Option<Ref>,
     /// The request (none for a refused line).
     pub id: Option<i64>,
     pub status: PartyStatus,
@@ -382,7 +504,7 @@ impl PartyOutcome {
         let (event, class) = event_and_class(&record.payload);
         PartyOutcome {
             line: record.batch_line.and_then(|l| usize::try_from(l).ok()),
-            reference: record.batch_ref.clone(),
+            reference: record.batch_ref.clone().map(Ref::from),
             id: Some(record.id),
             status: record.status.into(),
             event,
@@ -598,10 +720,11 @@ impl Client {
         batch: &Batch,
         submitted: &Submitted,
     ) -> BoxStream<'static, Result<PartyOutcome, Error>> {
-        let mut places: HashMap<i64, Vec<(usize, Option<String>)>> = HashMap::new();
+        // Each request's lines, with their refs as the lines gave them.
+        let mut places: HashMap<i64, Vec<(usize, Option<Ref>)>> = HashMap::new();
         for (party, id) in batch.parties().iter().zip(&submitted.ids) {
-            let (line, reference) = party.batch.as_ref().map(|b| (b.line, b.reference.clone())).unwrap_or_default();
-            places.entry(*id).or_default().push((line, reference));
+            let line = party.batch.as_ref().map_or(0, |b| b.line);
+            places.entry(*id).or_default().push((line, batch.lines.refs.get(&line).cloned()));
         }
         let ids: Vec<i64> = {
             let mut seen = HashSet::new();
@@ -740,7 +863,7 @@ fn csv_record(o: &PartyOutcome) -> [String; 14] {
     let labels = b.map(|b| b.seats.iter().map(crate::SeatInfo::place).collect::<Vec<_>>().join("; "));
     [
         text(o.line.map(|l| l.to_string())),
-        text(o.reference.clone()),
+        text(o.reference.as_ref().map(Ref::to_string)),
         text(o.id.map(|i| i.to_string())),
         o.status.to_string(),
         text(o.event.map(|e| e.to_string())),
@@ -814,13 +937,44 @@ mod tests {
             ]
         );
         assert_eq!(batch.parties().len(), 1);
-        let refused: Vec<Option<String>> = batch.refused().map(|o| o.reference).collect();
-        assert_eq!(refused, [Some("A".into()), Some("A".into()), Some("7".into())]);
+        let refused: Vec<Option<Ref>> = batch.refused().map(|o| o.reference).collect();
+        assert_eq!(refused, [Some("A".into()), Some("A".into()), Some(7i64.into())]);
 
         let mut batch = Batch::new("f").expect("name");
         batch.push(Some("A".into()), book("a")).expect("first");
         let e = batch.push(Some("A".into()), book("b")).expect_err("second");
         assert_eq!((e.code, e.message.as_str()), (ErrorCode::DuplicateRef, "ref \"A\" is also on line 1"));
+    }
+
+    #[test]
+    fn an_integer_ref_comes_back_as_an_integer() {
+        let line = |reference: &str, party: u32| {
+            format!(
+                r#"{{"ref": {reference}, "kind": "book", "payload": {{"event": 1, "class": 1, "party": {party}, "customer": "c"}}}}"#
+            )
+        };
+        let file = [line("7", 2), line("8", 30), line("\"9\"", 2), line("18446744073709551615", 2)].join("\n");
+        let batch = Batch::from_file("f", crate::bulk::parse(file.as_bytes()).expect("parse")).expect("batch");
+        let submitted = Submitted { ids: vec![11, 12, 13], enqueued: 3 };
+        let mut outcomes: Vec<PartyOutcome> = batch.pending(&submitted).chain(batch.refused()).collect();
+        outcomes.sort_by_key(|o| o.line);
+        let mut out = OutcomeWriter::new(Format::Jsonl, Vec::new()).expect("writer");
+        for o in &outcomes {
+            out.write(o).expect("write");
+        }
+        let text = String::from_utf8(out.finish().expect("finish")).expect("UTF-8");
+        let refs: Vec<Value> =
+            text.lines().map(|l| serde_json::from_str::<Value>(l).expect("JSON")["ref"].clone()).collect();
+        assert_eq!(refs, [serde_json::json!(7), 8.into(), "9".into(), u64::MAX.into()]);
+        // Read back as given.
+        let read: Vec<PartyOutcome> = text.lines().map(|l| serde_json::from_str(l).expect("an outcome")).collect();
+        assert_eq!(read, outcomes);
+        // The same ref as text: the same key, and CSV has only text.
+        let keys: Vec<&str> = batch.parties().iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
+        assert_eq!(keys[0], ref_key("f", "7"));
+        assert_eq!(csv_record(&outcomes[0])[1], "7");
+        let texts: Vec<Option<&str>> = outcomes.iter().map(|o| o.reference.as_deref()).collect();
+        assert_eq!(texts, [Some("7"), Some("8"), Some("9"), Some("18446744073709551615")]);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Bulk files: one request per line, as JSON lines
 //! `{"kind": …, "payload": {…}, "ref"?: …, "idempotency_key"?: …, "priority"?: …, "run_at"?: "<RFC 3339 time>"}`
 //! or as CSV (see [`parse_csv`]). `ref` is the submitter's own reference for
-//! the line (a string or an integer), which its outcome carries back
-//! ([`crate::batch`]). Every line is parsed and validated before anything is
+//! the line (a string or an integer), which its outcome carries back as it
+//! was given ([`crate::batch::Ref`]). Every line is parsed and validated before anything is
 //! enqueued, so a bad line (not UTF-8, not JSON or CSV, not a valid request)
 //! is reported with its number and reason and never half enqueued.
 
@@ -13,8 +13,9 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::batch::Ref;
 use crate::client::NewRequest;
-use crate::csv_lines::{self, Dialect};
+use crate::csv_lines::{self, Dialect, Refusal};
 use crate::outcome::ErrorCode;
 use crate::request::Request;
 use crate::{RequestError, batch, json, validate};
@@ -75,12 +76,12 @@ pub struct Parsed {
     pub bad: Vec<BadLine>,
     /// The `ref` of every line that gives one (bad lines too, so that their
     /// outcome can name it), by line number.
-    pub refs: BTreeMap<usize, String>,
+    pub refs: BTreeMap<usize, Ref>,
 }
 
 impl Parsed {
     /// Add one line: its request, or why it is bad; and its ref.
-    fn push(&mut self, line: usize, reference: Option<String>, request: Result<NewRequest, RequestError>) {
+    fn push(&mut self, line: usize, reference: Option<Ref>, request: Result<NewRequest, RequestError>) {
         match request {
             Ok(request) => {
                 self.good.push(request);
@@ -145,7 +146,7 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
         match json::from_str::<Line>(&line) {
             Err(e) => parsed.bad.push(bad(e.code(), e.reason())),
             Ok(l) => {
-                let reference = l.reference.as_ref().map(reference_text).transpose();
+                let reference = l.reference.as_ref().map(json_ref).transpose();
                 let known = reference.as_ref().ok().cloned().flatten();
                 let request =
                     reference.and_then(|_| new_request(&l.kind, &l.payload, l.idempotency_key, l.priority, l.run_at));
@@ -156,20 +157,26 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
     Ok(parsed)
 }
 
-/// A line's `ref` as text: a string as it is, an integer as written.
-fn reference_text(v: &Value) -> Result<String, RequestError> {
-    let text = match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
-        _ => {
-            return Err(RequestError {
-                code: ErrorCode::WrongType,
-                message: format!("ref: expected a string or an integer, got {v}"),
-            });
-        }
+/// A line's `ref`: a string, or an integer (remembered as one, so that its
+/// outcome gives it back as one).
+fn json_ref(v: &Value) -> Result<Ref, RequestError> {
+    let reference = match v {
+        Value::String(s) => Some(Ref::from(s.as_str())),
+        Value::Number(n) => n.as_i64().map(Ref::from).or_else(|| n.as_u64().map(Ref::from)),
+        _ => None,
     };
-    batch::check_ref(&text)?;
-    Ok(text)
+    let Some(reference) = reference else {
+        // Named by its kind, or a scalar by its text: never a whole array or object.
+        let got = match v {
+            Value::Array(_) => "an array".to_string(),
+            Value::Object(_) => "an object".to_string(),
+            scalar => scalar.to_string(),
+        };
+        let message = format!("ref: expected a string or an integer, got {got}");
+        return Err(RequestError { code: ErrorCode::WrongType, message });
+    };
+    batch::check_ref(&reference)?;
+    Ok(reference)
 }
 
 /// A line's request, checked, with its queue options.
@@ -218,7 +225,10 @@ const LINE_COLUMNS: [&str; 5] = ["kind", "ref", "idempotency_key", "priority", "
 /// then one request a line. An empty cell is an absent field; `seats` lists
 /// seat numbers separated by spaces (or semicolons, or commas in a quoted
 /// cell); `partial` and `together` are yes/no (true/false, 1/0). Cells are
-/// read as CSV does (RFC 4180 quoting). A cell that does not read as its
+/// read as CSV does (RFC 4180 quoting), except that a record may not run over
+/// a line break: no field may hold one, so a quote left open is refused on
+/// its line, and each line it swallowed on its own. A header naming any
+/// other column is `unknown_column`. A cell that does not read as its
 /// column's type is passed on as text, so the line is refused naming the
 /// field, as a JSON line would be. Only an I/O error fails the whole parse.
 pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
@@ -248,33 +258,38 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
     Ok(parsed)
 }
 
-/// The columns a header names, in lower case; each known, none twice, `kind` among them.
-fn csv_header(cells: &[String]) -> Result<Vec<String>, String> {
+/// The columns a header names, in lower case; each known, none twice, `kind`
+/// among them. A column that is neither the line's nor a payload field is
+/// refused as `unknown_column` rather than ignored: a misspelt `cutsomer`
+/// would otherwise send every party without its customer.
+fn csv_header(cells: &[String]) -> Result<Vec<String>, Refusal> {
     let known = |c: &str| LINE_COLUMNS.contains(&c) || PAYLOAD_COLUMNS.iter().any(|(p, _)| *p == c);
     let mut columns: Vec<String> = Vec::with_capacity(cells.len());
     for cell in cells {
         let column = cell.trim().to_ascii_lowercase();
         if !known(&column) {
             let payload: Vec<&str> = PAYLOAD_COLUMNS.iter().map(|(p, _)| *p).collect();
-            return Err(format!(
-                "header: unknown column {cell:?} (expected {} and the payload's {})",
+            let reason = format!(
+                "header: unknown column {} (the known columns are {} and the payload's {})",
+                crate::validate::quoted(cell),
                 LINE_COLUMNS.join(", "),
                 payload.join(", ")
-            ));
+            );
+            return Err(Refusal { code: "unknown_column", reason });
         }
         if columns.contains(&column) {
-            return Err(format!("header: column {column:?} twice"));
+            return Err(format!("header: column {column:?} twice").into());
         }
         columns.push(column);
     }
     if !columns.iter().any(|c| c == "kind") {
-        return Err("header: no column \"kind\"".into());
+        return Err(String::from("header: no column \"kind\"").into());
     }
     Ok(columns)
 }
 
 /// One CSV line: its ref, and its request or why it is bad.
-fn csv_line(columns: &[String], cells: &[String]) -> (Option<String>, Result<NewRequest, RequestError>) {
+fn csv_line(columns: &[String], cells: &[String]) -> (Option<Ref>, Result<NewRequest, RequestError>) {
     let mut payload = Map::new();
     let (mut kind, mut reference, mut key, mut priority, mut run_at) = ("", None, None, 0, None);
     let invalid = |message: String| RequestError { code: ErrorCode::InvalidRequest, message };
@@ -307,7 +322,7 @@ fn csv_line(columns: &[String], cells: &[String]) -> (Option<String>, Result<New
         (Some(e), _) | (None, Err(e)) => Err(e),
         (None, Ok(_)) => new_request(kind, &Value::Object(payload), key, priority, run_at),
     };
-    (reference, request)
+    (reference.map(Ref::from), request)
 }
 
 /// A cell as its column's type, or as text if it does not read as one.
@@ -355,9 +370,9 @@ mod tests {
 
     #[test]
     fn csv_lines_are_requests_with_their_refs() {
-        // A-2's quoted customer spans two lines: a line break in a name is
-        // refused (a control character), and the lines after it keep their
-        // numbers.
+        // A-2's quoted customer spans two lines: no field may hold a line
+        // break, so the record is refused on its first line and the line it
+        // swallowed on its own; the lines after it keep their numbers.
         let file = "\u{feff}Ref,kind,event,class,party,customer,seats,together,priority\n\
                     A-1,book,1,2,3,Smith party,,yes,5\n\
                     \r\n\
@@ -375,26 +390,103 @@ mod tests {
         assert_eq!(payloads[1]["seats"], serde_json::json!([4, 5]));
         assert_eq!(payloads[1]["customer"], "Jones, J.");
         let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.code.as_str())).collect();
-        assert_eq!(bad, [(4, "invalid_request"), (6, "wrong_type"), (7, "invalid_line"), (8, "party_out_of_range")]);
-        assert!(parsed.bad[0].reason.starts_with("customer:"), "{:?}", parsed.bad[0]);
-        assert!(parsed.bad[1].reason.starts_with("party:"), "{:?}", parsed.bad[1]);
+        assert_eq!(
+            bad,
+            [
+                (4, "invalid_line"),
+                (5, "invalid_line"),
+                (6, "wrong_type"),
+                (7, "invalid_line"),
+                (8, "party_out_of_range")
+            ]
+        );
+        assert_eq!(
+            parsed.bad[0].reason,
+            "a quote opened on line 4 is not closed until line 5: lines 4-5 read as one record"
+        );
+        assert_eq!(parsed.bad[1].reason, "swallowed by the unclosed quote on line 4");
+        assert!(parsed.bad[2].reason.starts_with("party:"), "{:?}", parsed.bad[2]);
         let refs: Vec<(usize, &str)> = parsed.refs.iter().map(|(l, r)| (*l, r.as_str())).collect();
-        assert_eq!(refs, [(2, "A-1"), (4, "A-2"), (6, "A-3"), (9, "A-5")]);
+        assert_eq!(refs, [(2, "A-1"), (6, "A-3"), (9, "A-5")]);
     }
 
     #[test]
     fn a_csv_header_must_name_known_columns_and_kind() {
-        for (header, reason) in [
-            ("kind,event,colour\n", "header: unknown column \"colour\""),
-            ("event,class\n", "header: no column \"kind\""),
-            ("kind,kind\n", "header: column \"kind\" twice"),
+        for (header, code, reason) in [
+            (
+                "kind,event,colour\n",
+                "unknown_column",
+                "header: unknown column \"colour\" (the known columns are kind, ",
+            ),
+            ("Cutsomer,kind\n", "unknown_column", "header: unknown column \"Cutsomer\" (the known columns are kind, "),
+            ("event,class\n", "missing_column", "header: no column \"kind\""),
+            ("kind,kind\n", "missing_column", "header: column \"kind\" twice"),
         ] {
             let parsed = parse_csv(format!("{header}book,1\n").as_bytes()).expect("parse");
             assert_eq!(parsed.bad.len(), 1, "{header}");
-            assert_eq!((parsed.bad[0].line, parsed.bad[0].code.as_str()), (1, "missing_column"));
+            assert_eq!((parsed.bad[0].line, parsed.bad[0].code.as_str()), (1, code), "{header}");
             assert!(parsed.bad[0].reason.starts_with(reason), "{:?}", parsed.bad[0]);
             assert!(parsed.good.is_empty());
         }
+        // The column named, cut short and escaped; every known one listed.
+        for column in ["x".repeat(10_000), "cust\u{202e}omer".to_string()] {
+            let parsed = parse_csv(format!("kind,{column}\nbook,1\n").as_bytes()).expect("parse");
+            let reason = &parsed.bad[0].reason;
+            assert_eq!(parsed.bad[0].code, "unknown_column");
+            assert!(reason.len() < 500 && !reason.contains('\u{202e}'), "{reason}");
+            for known in LINE_COLUMNS.iter().chain(PAYLOAD_COLUMNS.iter().map(|(c, _)| c)) {
+                assert!(reason.contains(known), "{known} missing from {reason}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_quote_left_open_is_reported_with_every_line_it_swallowed() {
+        // Nine parties; the stray quote on line 3 runs to line 8.
+        let mut file = String::from("ref,kind,event,class,party,customer\n");
+        for n in 2..=10 {
+            let customer = if n == 3 {
+                "\"Smith".to_string()
+            } else if n == 8 {
+                "Lee\"".to_string()
+            } else {
+                format!("c{n}")
+            };
+            file.push_str(&format!("P{n},book,1,1,2,{customer}\n"));
+        }
+        let parsed = parse_csv(file.as_bytes()).expect("parse");
+        assert_eq!(parsed.lines, [2, 9, 10]);
+        let bad: Vec<(usize, &str, &str)> =
+            parsed.bad.iter().map(|b| (b.line, b.code.as_str(), b.reason.as_str())).collect();
+        let opened = "a quote opened on line 3 is not closed until line 8: lines 3-8 read as one record";
+        let swallowed = "swallowed by the unclosed quote on line 3";
+        let expected: Vec<(usize, &str, &str)> =
+            [(3, "invalid_line", opened)].into_iter().chain((4..=8).map(|n| (n, "invalid_line", swallowed))).collect();
+        assert_eq!(bad, expected);
+
+        // Never closed: to the end of the file, whose last line break starts
+        // no line; a blank line swallowed is no line of the file's either.
+        let parsed = parse_csv("kind,customer\nbook,\"Smith\n\nbook,Lee\r\nbook,Kim\n".as_bytes()).expect("parse");
+        let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.reason.as_str())).collect();
+        assert_eq!(
+            bad,
+            [
+                (2, "a quote opened on line 2 is never closed: lines 2-5, to the end of the file, read as one record"),
+                (4, "swallowed by the unclosed quote on line 2"),
+                (5, "swallowed by the unclosed quote on line 2"),
+            ]
+        );
+        assert!(parsed.good.is_empty());
+
+        // Quotes as CSV reads them: a doubled one inside a quoted field, and
+        // one inside an unquoted field, neither opens nor closes anything.
+        let file = "kind,event,class,party,customer,ref\nbook,1,1,2,\"The \"\"Royal\"\" party\",R-1\n\
+                    book,1,1,2,5\" Smith,R-2\nbook,1,1,2,Lee,\"R\n3\"\nbook,1,1,2,Kim,R-4\n";
+        let parsed = parse_csv(file.as_bytes()).expect("parse");
+        let bad: Vec<(usize, &str)> = parsed.bad.iter().map(|b| (b.line, b.reason.as_str())).collect();
+        let opened = "a quote opened on line 4 is not closed until line 5: lines 4-5 read as one record";
+        assert_eq!(bad, [(4, opened), (5, "swallowed by the unclosed quote on line 4")]);
+        assert_eq!(parsed.lines, [2, 3, 6]);
     }
 
     #[test]

@@ -3,6 +3,14 @@
 //! RFC 4180 quoting), each numbered by the line it starts on, then a header
 //! and the lines after it. A record that cannot be read, or a header that
 //! cannot, is a [`BadLine`] like any other, reported where it stands.
+//!
+//! A record is one line: no field of either kind of file may hold a line
+//! break (names, refs and labels refuse control characters). A quoted field
+//! that runs over line breaks is therefore a quote left open by mistake,
+//! which would read the lines after it as part of one field: the record is
+//! a bad line on the line it starts on, saying which lines it swallowed, and
+//! each swallowed line is a bad line of its own, so that every line of the
+//! file is answered.
 
 use std::io::Read;
 
@@ -25,15 +33,17 @@ pub(crate) type Line = Result<(usize, Vec<String>), BadLine>;
 
 /// The records of a CSV file (blank lines skipped), each with the number of
 /// the line it starts on, as its cells (the first without a byte-order mark,
-/// as some editors write one) or why it is not a line of CSV in UTF-8. Only
-/// an I/O error fails.
+/// as some editors write one) or why it is not a line of CSV in UTF-8. A
+/// record that runs over line breaks is refused on its first line, and each
+/// line it swallowed on its own (see the [module](self) docs). Only an I/O
+/// error fails.
 pub(crate) fn records(mut reader: impl Read, dialect: Dialect) -> std::io::Result<Vec<Record>> {
     // Read whole, to number the lines: the csv crate's record positions
     // count from where it started reading, before any blank (or comment)
     // lines it skipped.
     let mut data = Vec::new();
     reader.read_to_end(&mut data)?;
-    let mut lines = LineNumbers { data: &data, at: 0, line: 1, comments: dialect.lenient };
+    let mut lines = LineNumbers { data: &data, offset: 0, line: 1, comments: dialect.lenient };
     let mut builder = csv::ReaderBuilder::new();
     // Each line's cell count is checked by the reader of the lines, to say
     // which line is short.
@@ -50,17 +60,28 @@ pub(crate) fn records(mut reader: impl Read, dialect: Dialect) -> std::io::Resul
             Ok(true) => {}
             Err(e) => match e.into_kind() {
                 csv::ErrorKind::Io(e) => return Err(e),
-                // An unclosed quote runs to the end of the file.
                 other => {
                     records.push((lines.at(csv.position().byte() as usize), Err(format!("not CSV: {other:?}"))));
                     continue;
                 }
             },
         }
+        let n = lines.at(record.position().map_or(0, |p| p.byte() as usize));
+        // The record's bytes: from its first line to where the reader stopped.
+        let end = usize::try_from(csv.position().byte()).map_or(data.len(), |end| end.clamp(lines.offset, data.len()));
+        if let Some(span) = Span::of(&data[lines.offset..end]) {
+            records.push((n, Err(span.reason(n))));
+            let swallowed = data[lines.offset..end].split(|b| *b == b'\n').enumerate().skip(1).take(span.breaks);
+            for (i, line) in swallowed {
+                if !dialect.skips(line) {
+                    records.push((n + i, Err(format!("swallowed by the unclosed quote on line {n}"))));
+                }
+            }
+            continue;
+        }
         if dialect.lenient && record.iter().all(|cell| cell.is_empty()) {
             continue;
         }
-        let n = lines.at(record.position().map_or(0, |p| p.byte() as usize));
         let cells: Result<Vec<String>, _> =
             record.iter().map(|cell| std::str::from_utf8(cell).map(str::to_string)).collect();
         let cells = cells.map_err(|e| format!("not valid UTF-8: {e}")).map(|mut cells| {
@@ -76,14 +97,107 @@ pub(crate) fn records(mut reader: impl Read, dialect: Dialect) -> std::io::Resul
     }
 }
 
+impl Dialect {
+    /// Whether the reader skips this line (without its line break) rather
+    /// than read it as a record: a blank line, or in a lenient file a
+    /// comment or a line of only empty cells.
+    fn skips(self, line: &[u8]) -> bool {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        line.is_empty()
+            || (self.lenient && (line.starts_with(b"#") || line.iter().all(|b| b.is_ascii_whitespace() || *b == b',')))
+    }
+}
+
+/// A record that runs over line breaks, all inside quotes (outside them a
+/// line break ends the record).
+struct Span {
+    /// The line breaks it holds: the lines it swallowed.
+    breaks: usize,
+    /// After how many of them the quote that carried it over the first
+    /// closes; none if it never does (the record runs to the end of the file).
+    closed: Option<usize>,
+}
+
+impl Span {
+    /// The span of a record's bytes (from its first byte to where the reader
+    /// stopped after it), if it holds a line break. Quotes are read as the
+    /// `csv` crate reads them: a quote opens a quoted field only at the
+    /// field's start, a doubled quote inside it is a quote, and the next
+    /// single one closes it.
+    fn of(bytes: &[u8]) -> Option<Span> {
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        enum At {
+            FieldStart,
+            Unquoted,
+            Quoted,
+            /// A quote in a quoted field: doubled, or the field's end.
+            QuoteInQuoted,
+        }
+        let mut at = At::FieldStart;
+        let (mut breaks, mut closed) = (0, None);
+        for (i, &b) in bytes.iter().enumerate() {
+            if at == At::QuoteInQuoted && b != b'"' && breaks > 0 {
+                closed.get_or_insert(breaks);
+            }
+            at = match (at, b) {
+                (At::Quoted, b'"') => At::QuoteInQuoted,
+                // A line break last of the bytes is the file's last (only a
+                // quote never closed reads to the end): it starts no line.
+                (At::Quoted, b'\n') if i + 1 < bytes.len() => {
+                    breaks += 1;
+                    At::Quoted
+                }
+                (At::Quoted, _) => At::Quoted,
+                (At::FieldStart | At::QuoteInQuoted, b'"') => At::Quoted,
+                (_, b'\n' | b'\r') => break,
+                (_, b',') => At::FieldStart,
+                _ => At::Unquoted,
+            };
+        }
+        if at == At::QuoteInQuoted && breaks > 0 {
+            closed.get_or_insert(breaks);
+        }
+        (breaks > 0).then_some(Span { breaks, closed })
+    }
+
+    /// Why the record starting on `line` is refused: the lines it swallowed.
+    fn reason(&self, line: usize) -> String {
+        let last = line + self.breaks;
+        match self.closed {
+            Some(breaks) => format!(
+                "a quote opened on line {line} is not closed until line {}: lines {line}-{last} read as one record",
+                line + breaks
+            ),
+            None => format!(
+                "a quote opened on line {line} is never closed: lines {line}-{last}, to the end of the file, \
+                 read as one record"
+            ),
+        }
+    }
+}
+
+/// Why a header is refused: the code of its bad line and the reason. A
+/// reason alone is a `missing_column`.
+pub(crate) struct Refusal {
+    pub code: &'static str,
+    pub reason: String,
+}
+
+impl From<String> for Refusal {
+    fn from(reason: String) -> Refusal {
+        Refusal { code: "missing_column", reason }
+    }
+}
+
 /// The header of a file's records, as `header` reads its cells, and every
 /// line after it, in file order; a record that cannot be read is an
-/// `invalid_line`. Without a header (`header` refuses the first line, or
-/// there is none: `no_header` says what it should have been), the bad lines
-/// up to there, the last a `missing_column`: no line after it can be read.
-pub(crate) fn after_header<H>(
+/// `invalid_line`. Without a header (`header` refuses the first line, with
+/// its code, or there is none: `no_header` says what it should have been, a
+/// `missing_column`), the bad lines up to there, the last the header's: no
+/// line after it can be read.
+pub(crate) fn after_header<H, E: Into<Refusal>>(
     records: Vec<Record>,
-    header: impl Fn(&[String]) -> Result<H, String>,
+    header: impl Fn(&[String]) -> Result<H, E>,
     no_header: &str,
 ) -> Result<(H, Vec<Line>), Vec<BadLine>> {
     let mut found = None;
@@ -97,8 +211,9 @@ pub(crate) fn after_header<H>(
             (Ok(cells), Some(_)) => lines.push(Ok((n, cells))),
             (Ok(cells), None) => match header(&cells) {
                 Ok(h) => found = Some(h),
-                Err(reason) => {
-                    lines.push(Err(bad("missing_column", reason)));
+                Err(refusal) => {
+                    let Refusal { code, reason } = refusal.into();
+                    lines.push(Err(bad(code, reason)));
                     return Err(refused(lines));
                 }
             },
@@ -117,8 +232,9 @@ pub(crate) fn after_header<H>(
 /// increasing order.
 struct LineNumbers<'a> {
     data: &'a [u8],
-    /// The offset counted up to, and the line it is on.
-    at: usize,
+    /// The offset counted up to (after [`LineNumbers::at`], where the record
+    /// starts), and the line it is on.
+    offset: usize,
     line: usize,
     /// Whether a line starting with `#` is a comment, skipped like a blank one.
     comments: bool,
@@ -128,7 +244,7 @@ impl LineNumbers<'_> {
     /// The line of the record read from `offset` on: the first line from
     /// there that is not blank (nor a comment).
     fn at(&mut self, offset: usize) -> usize {
-        let mut end = offset.max(self.at);
+        let mut end = offset.max(self.offset);
         while let Some(&b) = self.data.get(end) {
             match b {
                 b'\n' | b'\r' => end += 1,
@@ -140,8 +256,60 @@ impl LineNumbers<'_> {
             }
         }
         let end = end.min(self.data.len());
-        self.line += self.data[self.at..end].iter().filter(|b| **b == b'\n').count();
-        self.at = end;
+        self.line += self.data[self.offset..end].iter().filter(|b| **b == b'\n').count();
+        self.offset = end;
         self.line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each record's line and its first cell, or why it is bad.
+    fn read(text: &str, lenient: bool) -> Vec<(usize, Result<String, String>)> {
+        let records = records(text.as_bytes(), Dialect { lenient }).expect("read");
+        records.into_iter().map(|(n, cells)| (n, cells.map(|c| c.join("|")))).collect()
+    }
+
+    #[test]
+    fn a_record_over_several_lines_is_refused_in_either_dialect() {
+        let swallowed = |n| Err(format!("swallowed by the unclosed quote on line {n}"));
+        // A venue file: the quote swallows a comment, a blank line and a
+        // line of empty cells, none of them records had it been closed.
+        let venue = "section,row\r\n# boxes\r\n\"Box A,1\r\n# left\r\n\r\n , ,\r\nBox B,2\"\r\nStalls,A\r\n";
+        assert_eq!(
+            read(venue, true),
+            [
+                (1, Ok("section|row".to_string())),
+                (3, Err("a quote opened on line 3 is not closed until line 7: lines 3-7 read as one record".into())),
+                (7, swallowed(3)),
+                (8, Ok("Stalls|A".into())),
+            ]
+        );
+        // A request file: only a blank line is no line.
+        let parties = "kind,customer\nbook,\"Smith\n# note\n\n , \nbook,Lee\"\nbook,Kim\n";
+        assert_eq!(
+            read(parties, false),
+            [
+                (1, Ok("kind|customer".to_string())),
+                (2, Err("a quote opened on line 2 is not closed until line 6: lines 2-6 read as one record".into())),
+                (3, swallowed(2)),
+                (5, swallowed(2)),
+                (6, swallowed(2)),
+                (7, Ok("book|Kim".into())),
+            ]
+        );
+        // Two quoted fields over lines: named by the first, to the record's end.
+        assert_eq!(
+            read("a,b\n\"1\n2\",\"3\n4\"\nc,d", false),
+            [
+                (1, Ok("a|b".to_string())),
+                (2, Err("a quote opened on line 2 is not closed until line 3: lines 2-4 read as one record".into())),
+                (3, swallowed(2)),
+                (4, swallowed(2)),
+                (5, Ok("c|d".into())),
+            ]
+        );
     }
 }

@@ -240,6 +240,29 @@ impl Seats {
     fn unusable(&self, key: &Key) -> bool {
         self.granted.contains(key) || self.reserved.contains(key) || self.elsewhere.contains(key)
     }
+
+    /// The seat numbers of `event` in `sets`, sorted, for [`best_block`]:
+    /// it asks about every seat of every run of a class, tens of thousands
+    /// on a large venue, while the batch knows a few hundred seats; a
+    /// binary search of those is far cheaper than hashing each seat asked
+    /// about into three sets.
+    fn of_event<'a>(event: i64, sets: impl IntoIterator<Item = &'a HashSet<Key>>) -> Vec<i32> {
+        let mut seats: Vec<i32> =
+            sets.into_iter().flat_map(|set| set.iter()).filter(|k| k.0 == event).map(|k| k.1).collect();
+        seats.sort_unstable();
+        seats.dedup();
+        seats
+    }
+
+    /// [`Seats::unusable`] for one event, as [`Seats::of_event`].
+    fn unusable_on(&self, event: i64) -> Vec<i32> {
+        Seats::of_event(event, [&self.granted, &self.reserved, &self.elsewhere])
+    }
+}
+
+/// Whether `key`'s seat is among `seats` (sorted seat numbers of its event).
+fn among(seats: &[i32], key: &Key) -> bool {
+    seats.binary_search(&key.1).is_ok()
 }
 
 /// Allocate seats for these requests (in claim order) inside the caller's
@@ -717,14 +740,16 @@ fn together(runs: &Runs, r: &SeatRequest, seats: &Seats) -> Together {
         return Together::No(unknown_class(r.event, class));
     }
     let runs = runs.of(r.event, class);
-    if let Some(block) = best_block(runs, r.event, party, |k| seats.unusable(k)) {
+    let unusable = seats.unusable_on(r.event);
+    if let Some(block) = best_block(runs, r.event, party, |k| among(&unusable, k)) {
         return Together::Block(block);
     }
     let none = Decision::Reject(
         ErrorCode::NoAdjacentSeats,
         format!("no row of event {} has {party} adjacent free seats of class {class}", r.event),
     );
-    match best_block(runs, r.event, party, |k| seats.granted.contains(k)) {
+    let granted = Seats::of_event(r.event, [&seats.granted]);
+    match best_block(runs, r.event, party, |k| among(&granted, k)) {
         Some(_) => Together::NoneIfTheyGetTheirs(none),
         None => Together::No(none),
     }
@@ -735,20 +760,37 @@ type BlockRank = (i64, i32, i32);
 
 /// The cheapest block of `party` adjacent seats in the runs, avoiding the
 /// seats `excluded` says: least total price, then the lowest row, then the
-/// lowest position.
+/// lowest position. Each seat is asked about once and each block's total
+/// and excluded seats are carried from the block before (a sliding
+/// window): a batch asks this of every side-by-side party, and on a venue
+/// of tens of thousands of seats asking per seat of every block, and adding
+/// up every block's prices anew, made the worker's own time grow with the
+/// venue times the party.
 fn best_block(runs: &[Run], event: i64, party: usize, excluded: impl Fn(&Key) -> bool) -> Option<Vec<i32>> {
+    if party == 0 {
+        return None;
+    }
     // (total price, row, position) of the best block so far, and its seats.
     let mut best: Option<(BlockRank, &[i32])> = None;
-    for run in runs {
-        for start in 0..(run.seats.len() + 1).saturating_sub(party) {
-            let block = &run.seats[start..start + party];
-            if block.iter().any(|&s| excluded(&(event, s))) {
+    let mut out = Vec::new();
+    for run in runs.iter().filter(|r| r.seats.len() >= party) {
+        out.clear();
+        out.extend(run.seats.iter().map(|&s| excluded(&(event, s))));
+        let price = |i: usize| i64::from(run.prices[i]);
+        let mut total: i64 = (0..party).map(price).sum();
+        let mut excluded_in_block = out[..party].iter().filter(|&&x| x).count();
+        for start in 0..=run.seats.len() - party {
+            if start > 0 {
+                let (gone, come) = (start - 1, start + party - 1);
+                total += price(come) - price(gone);
+                excluded_in_block = excluded_in_block + usize::from(out[come]) - usize::from(out[gone]);
+            }
+            if excluded_in_block > 0 {
                 continue;
             }
-            let total: i64 = run.prices[start..start + party].iter().map(|&p| i64::from(p)).sum();
             let key = (total, run.row, run.positions[start]);
             if best.is_none_or(|(b, _)| key < b) {
-                best = Some((key, block));
+                best = Some((key, &run.seats[start..start + party]));
             }
         }
     }
@@ -794,7 +836,8 @@ async fn lock_blocks(
             }
             as_chosen = false;
             seats.elsewhere.extend(block.iter().filter(|&&s| !locked.contains_key(&(event, s))).map(|&s| (event, s)));
-            match best_block(runs.of(event, w.class()), event, w.request.party_size() as usize, |k| seats.unusable(k)) {
+            let unusable = seats.unusable_on(event);
+            match best_block(runs.of(event, w.class()), event, w.request.party_size() as usize, |k| among(&unusable, k)) {
                 Some(other) if round < ROUNDS => {
                     seats.reserved.extend(other.iter().map(|&s| (event, s)));
                     next.push((i, other));
@@ -850,4 +893,81 @@ fn limit_exceeded(limit: i32, used: i64, party: usize, event: i64) -> Decision {
 
 fn list(seats: &[i32]) -> String {
     seats.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod best_block_tests {
+    use super::*;
+
+    /// Every block checked on its own: what `best_block` must agree with.
+    fn by_brute_force(runs: &[Run], event: i64, party: usize, excluded: &HashSet<Key>) -> Option<Vec<i32>> {
+        let mut best: Option<(BlockRank, Vec<i32>)> = None;
+        for run in runs {
+            for start in 0..(run.seats.len() + 1).saturating_sub(party) {
+                let block = &run.seats[start..start + party];
+                if block.iter().any(|&s| excluded.contains(&(event, s))) {
+                    continue;
+                }
+                let total: i64 = run.prices[start..start + party].iter().map(|&p| i64::from(p)).sum();
+                let key = (total, run.row, run.positions[start]);
+                if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                    best = Some((key, block.to_vec()));
+                }
+            }
+        }
+        best.map(|(_, block)| block)
+    }
+
+    #[test]
+    fn the_cheapest_block_then_the_lowest_row_and_position() {
+        let run = |row: i32, first: i32, prices: &[i32]| Run {
+            row,
+            seats: (0..prices.len() as i32).map(|k| row * 100 + first + k).collect(),
+            positions: (0..prices.len() as i32).map(|k| first + k).collect(),
+            prices: prices.to_vec(),
+        };
+        let runs = [run(1, 1, &[50, 10, 10, 50]), run(2, 1, &[10, 10, 10]), run(3, 4, &[10, 10])];
+        let none = |_: &Key| false;
+        // 20 in row 1 (seats 2-3), row 2 (1-2, 2-3) and row 3: row 1 first.
+        assert_eq!(best_block(&runs, 7, 2, none), Some(vec![102, 103]));
+        assert_eq!(best_block(&runs, 7, 3, none), Some(vec![201, 202, 203]));
+        assert_eq!(best_block(&runs, 7, 5, none), None, "no run is long enough");
+        // Seat 103 taken: row 2's first block is next.
+        assert_eq!(best_block(&runs, 7, 2, |k| *k == (7, 103)), Some(vec![201, 202]));
+        // Another event's seat of the same number is no matter.
+        assert_eq!(best_block(&runs, 7, 2, |k| *k == (8, 103)), Some(vec![102, 103]));
+    }
+
+    #[test]
+    fn agrees_with_checking_every_block() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..500 {
+            let mut seat = 0;
+            let runs: Vec<Run> = (0..rng.usize(0..6))
+                .map(|row| {
+                    let len = rng.usize(0..12);
+                    let first = rng.i32(1..5);
+                    let seats: Vec<i32> = (0..len)
+                        .map(|_| {
+                            seat += 1;
+                            seat
+                        })
+                        .collect();
+                    Run {
+                        row: row as i32 + 1,
+                        positions: (0..len as i32).map(|k| first + k).collect(),
+                        prices: (0..len).map(|_| rng.i32(1..4) * 10).collect(),
+                        seats,
+                    }
+                })
+                .collect();
+            let excluded: HashSet<Key> = (1..=seat).filter(|_| rng.u8(..) < 60).map(|s| (3, s)).collect();
+            let party = rng.usize(1..10);
+            assert_eq!(
+                best_block(&runs, 3, party, |k| excluded.contains(k)),
+                by_brute_force(&runs, 3, party, &excluded),
+                "party {party}, excluded {excluded:?}"
+            );
+        }
+    }
 }

@@ -19,9 +19,9 @@ use sqlx::types::Json;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
-use crate::allocate;
 use crate::decision::{Decision, ProcessError};
 use crate::fault;
+use crate::manage;
 use crate::metrics::Metrics;
 use crate::record::Outcome;
 use crate::take::{self, Wanted};
@@ -284,7 +284,7 @@ async fn alone(
     let mut savepoint = tx.begin().await?;
     // A panic while processing one request fails that request (counted as an
     // attempt), not the worker or the rest of the batch.
-    let result = caught(allocate::process(&mut savepoint, row.id, &row.producer, request, strategy)).await;
+    let result = caught(manage::process(&mut savepoint, row.id, &row.producer, request, strategy)).await;
     // Every ending but Done gives the request's seat changes back. If even
     // that fails, the connection is gone: the whole batch rolls back and its
     // requests return to the queue untouched.

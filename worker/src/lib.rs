@@ -32,11 +32,11 @@
 //! The public modules are what a test or a benchmark drives directly; the
 //! rest is the worker's own.
 
-mod allocate;
 pub mod batch;
 mod decision;
 mod fault;
 mod grant;
+mod manage;
 pub mod metrics;
 mod periodic;
 mod record;

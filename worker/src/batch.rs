@@ -19,12 +19,12 @@ use sqlx::types::Json;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
+use crate::allocate::{self, Wanted};
 use crate::decision::{Decision, ProcessError};
 use crate::fault;
 use crate::manage;
 use crate::metrics::Metrics;
 use crate::record::Outcome;
-use crate::take::{self, Wanted};
 use crate::wake::Wake;
 use seatq_core::retry::Jitter;
 
@@ -318,11 +318,11 @@ async fn take_all(
         }
     };
     if whole {
-        add(caught(take::allocate(tx, &wanted, strategy)).await?, outcomes, report);
+        add(caught(allocate::allocate(tx, &wanted, strategy)).await?, outcomes, report);
         return Ok(true);
     }
     let mut savepoint = tx.begin().await?;
-    match caught(take::allocate(&mut savepoint, &wanted, strategy)).await {
+    match caught(allocate::allocate(&mut savepoint, &wanted, strategy)).await {
         Ok(decisions) => {
             savepoint.commit().await?;
             add(decisions, outcomes, report);

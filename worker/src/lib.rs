@@ -32,6 +32,7 @@
 //! The public modules are what a test or a benchmark drives directly; the
 //! rest is the worker's own.
 
+mod allocate;
 pub mod batch;
 mod decision;
 mod fault;
@@ -45,7 +46,6 @@ mod rescue;
 mod retention;
 pub mod sql;
 pub mod sweeper;
-mod take;
 mod wake;
 mod warm;
 pub mod worker;

@@ -1,6 +1,6 @@
 //! Processing one request under its own savepoint: owner-checked confirm,
 //! cancel and extend. Holds and bookings are allocated a batch at a time by
-//! [`crate::take`], and come here only when a batch falls back to one
+//! [`crate::allocate`], and come here only when a batch falls back to one
 //! request at a time (or carries an injected fault). Every lock is taken
 //! with SKIP LOCKED or NOWAIT: a worker never waits on a row lock.
 
@@ -12,9 +12,9 @@ use seatq_core::sqlstate::is_lock_unavailable;
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
+use crate::allocate::{self, Wanted};
 use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
-use crate::take::{self, Wanted};
 
 /// Process one decoded request. `request_id` is recorded on a new booking.
 pub async fn process(
@@ -35,7 +35,7 @@ pub async fn process(
         None => {}
     }
     if let Some(wanted) = Wanted::of(request_id, producer, request) {
-        let mut decisions = take::allocate(conn, &[wanted], strategy).await?;
+        let mut decisions = allocate::allocate(conn, &[wanted], strategy).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {

@@ -18,7 +18,7 @@ use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::PgConnection;
 
 use crate::decision::ProcessError;
-use crate::{Strategy, grant, take};
+use crate::{Strategy, allocate, grant};
 
 /// For the worker pool's `after_connect`: warm each connection as the pool
 /// opens it (the pool opens its first ones one after another, so warming
@@ -45,7 +45,7 @@ pub fn on_connect(
 async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessError> {
     let mut tx = conn.begin().await?;
     sqlx::query(claim::CLAIM_BATCH).bind(0_i64).execute(&mut *tx).await?;
-    take::warm(&mut tx, strategy).await?;
+    allocate::warm(&mut tx, strategy).await?;
     grant::take_seats(&mut tx, &[]).await?;
     sqlx::query(claim::RECORD_OUTCOMES).bind(json!([])).execute(&mut *tx).await?;
     sqlx::query(allocation::WARM_SPREAD).execute(&mut *tx).await?;

@@ -837,7 +837,8 @@ async fn lock_blocks(
             as_chosen = false;
             seats.elsewhere.extend(block.iter().filter(|&&s| !locked.contains_key(&(event, s))).map(|&s| (event, s)));
             let unusable = seats.unusable_on(event);
-            match best_block(runs.of(event, w.class()), event, w.request.party_size() as usize, |k| among(&unusable, k)) {
+            match best_block(runs.of(event, w.class()), event, w.request.party_size() as usize, |k| among(&unusable, k))
+            {
                 Some(other) if round < ROUNDS => {
                     seats.reserved.extend(other.iter().map(|&s| (event, s)));
                     next.push((i, other));

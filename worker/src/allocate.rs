@@ -39,7 +39,7 @@ use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
 use crate::decision::{Decision, ProcessError};
-use crate::grant::{self, Grant};
+use crate::take::{self, Grant};
 
 /// How many times the blocks chosen for side-by-side parties are locked
 /// before a party whose blocks were each partly held elsewhere counts as
@@ -390,7 +390,7 @@ pub async fn allocate(
                 )
             })
             .unzip();
-        let bookings = grant::take_seats(conn, &grants).await?;
+        let bookings = take::take_seats(conn, &grants).await?;
         for (i, booking) in indexes.into_iter().zip(bookings) {
             decisions[i] = Some(Decision::Done(booking));
         }

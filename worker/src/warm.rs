@@ -18,7 +18,7 @@ use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::PgConnection;
 
 use crate::decision::ProcessError;
-use crate::{Strategy, allocate, grant};
+use crate::{Strategy, allocate, take};
 
 /// For the worker pool's `after_connect`: warm each connection as the pool
 /// opens it (the pool opens its first ones one after another, so warming
@@ -46,7 +46,7 @@ async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessE
     let mut tx = conn.begin().await?;
     sqlx::query(claim::CLAIM_BATCH).bind(0_i64).execute(&mut *tx).await?;
     allocate::warm(&mut tx, strategy).await?;
-    grant::take_seats(&mut tx, &[]).await?;
+    take::take_seats(&mut tx, &[]).await?;
     sqlx::query(claim::RECORD_OUTCOMES).bind(json!([])).execute(&mut *tx).await?;
     sqlx::query(allocation::WARM_SPREAD).execute(&mut *tx).await?;
     tx.rollback().await?;

@@ -33,6 +33,9 @@ async fn main() -> ExitCode {
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if let Some(help) = e.chain().find_map(seatq_core::bin::help) {
+                eprintln!("\n{help}");
+            }
             ExitCode::from(2)
         }
     }

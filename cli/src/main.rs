@@ -395,6 +395,9 @@ async fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             print_error(error_code(&e), &error_text(&e), json);
+            if let Some(help) = e.chain().find_map(seatq_core::bin::help).filter(|_| !json) {
+                eprintln!("\n{help}");
+            }
             ExitCode::from(2)
         }
     }

@@ -2,6 +2,21 @@
 //! demo) share: logging set-up, and a check that their command lines explain
 //! themselves.
 
+/// What a person can do about an error, where seatq knows: the paragraph a
+/// binary prints under the error when no PostgreSQL server answers. Ask it
+/// of each cause (`anyhow::Error::chain().find_map(help)`).
+pub fn help(cause: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    match cause.downcast_ref::<crate::Error>()? {
+        crate::Error::Unreachable { .. } => Some(
+            "seatq needs a PostgreSQL server (version 14 or later). Start the local one (on Debian: \
+             `pg_ctlcluster 15 main start`), or install it (`apt-get install postgresql`), or point \
+             DATABASE_URL at a server you can use, e.g. DATABASE_URL=postgres://user:password@host:5432/seatq. \
+             seatq creates the database and its schema itself on first use.",
+        ),
+        _ => None,
+    }
+}
+
 /// Log through `tracing` to stderr, filtered by `RUST_LOG` (else by
 /// `default`, e.g. `"info"`), as text or JSON lines.
 pub fn init_tracing(json: bool, default: &str) {

@@ -28,15 +28,9 @@ pub enum Error {
     /// The database URL does not parse.
     #[error("bad database URL: {0}")]
     BadUrl(String),
-    /// No PostgreSQL server answered.
-    #[error(
-        "cannot reach PostgreSQL at {target}: {source}\n\n\
-         seatq needs a PostgreSQL server (version 14 or later). Start the local one \
-         (on Debian: `pg_ctlcluster 15 main start`), or install it (`apt-get install postgresql`), \
-         or point DATABASE_URL at a server you can use, e.g. \
-         DATABASE_URL=postgres://user:password@host:5432/seatq. seatq creates the database \
-         and its schema itself on first use."
-    )]
+    /// No PostgreSQL server answered. What a person can do about it is the
+    /// binaries' to say (`seatq_core::bin::help`), not the library's.
+    #[error("cannot reach PostgreSQL at {target}: {source}")]
     Unreachable { target: String, source: sqlx::Error },
     /// A request was refused before it was enqueued: it failed validation,
     /// or its idempotency key was first used for another request

@@ -378,9 +378,11 @@ async fn labels_in_every_script_are_drawn_as_text() {
 
     // Pick the Devanagari section's second seat and the marked-up one's third: named as given.
     // Typed keys are ASCII only (chromiumoxide's keyboard): the name is set as a paste would.
-    page.evaluate("{ const c = document.querySelector('#customer'); c.value = 'Zoë'; c.dispatchEvent(new Event('input')); }")
-        .await
-        .expect("the customer's name");
+    page.evaluate(
+        "{ const c = document.querySelector('#customer'); c.value = 'Zoë'; c.dispatchEvent(new Event('input')); }",
+    )
+    .await
+    .expect("the customer's name");
     click(&page, r#"circle.seat[data-seat="14"]"#).await;
     click(&page, r#"circle.seat[data-seat="33"]"#).await;
     let chosen = text(&page, "#selection").await;

@@ -46,7 +46,8 @@ async fn a_stadium_of_100000_seats_and_a_file_of_50000_parties() {
     let venue_file = dir.join("stadium.csv");
     std::fs::write(&venue_file, venue).expect("write the venue");
     let started = Instant::now();
-    let (code, out) = seatq(&db, &["--json", "event", "import", "--file", venue_file.to_str().unwrap(), "--name", "Stadium"]);
+    let (code, out) =
+        seatq(&db, &["--json", "event", "import", "--file", venue_file.to_str().unwrap(), "--name", "Stadium"]);
     let import_secs = started.elapsed().as_secs_f64();
     assert_eq!(code, Some(0), "{out}");
     let imported: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");

@@ -720,9 +720,9 @@ pub(crate) fn print_line(args: std::fmt::Arguments<'_>) {
 
 /// Whether `error` comes of writing to a reader that has gone.
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    error
+        .chain()
+        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 /// Write `bytes` to standard output as they are.

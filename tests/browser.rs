@@ -55,7 +55,11 @@ struct Chrome {
 
 impl Chrome {
     async fn launch() -> Chrome {
-        let profile = std::env::temp_dir().join(format!("seatq-chromium-{}", std::process::id()));
+        // A profile of its own per browser: tests run side by side, and
+        // Chromium refuses a profile another instance holds.
+        static LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let profile = std::env::temp_dir().join(format!("seatq-chromium-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&profile);
         let config = BrowserConfig::builder()
             .chrome_executable(chromium())

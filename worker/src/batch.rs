@@ -1,9 +1,10 @@
-//! One batch: claim up to B requests, process them (confirms, cancels and
-//! extends one per savepoint, then every hold and book together under one;
-//! a batch of holds and bookings alone needs none), record every outcome,
-//! commit once. Seat changes and outcomes commit together, so
-//! a crash leaves neither; the claim is the row lock, so a dead worker's
-//! requests are free again the moment its connection goes.
+//! One batch, one transaction: claim up to B requests; confirm, cancel and
+//! extend one per savepoint (`manage`); then allocate seats to every hold
+//! and book together under one (`allocate`, which chooses in `choose` and
+//! takes in `take`; a batch of holds and bookings alone needs no savepoint);
+//! record every outcome (`record`); commit once. Seat changes and outcomes
+//! commit together, so a crash leaves neither; the claim is the row lock, so
+//! a dead worker's requests are free again the moment its connection goes.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -19,7 +20,8 @@ use sqlx::types::Json;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
-use crate::allocate::{self, Wanted};
+use crate::allocate;
+use crate::choose::Wanted;
 use crate::decision::{Decision, ProcessError};
 use crate::fault;
 use crate::manage;
@@ -140,7 +142,7 @@ pub async fn run(
     }
     // Confirms, cancels and extends one at a time, in claim order, each
     // under its own savepoint; then every hold and book of the batch at once,
-    // set-based, under one (`take`), so that they find the seats a cancel
+    // set-based, under one (`allocate`), so that they find the seats a cancel
     // gave back. A request carrying an injected fault is processed alone, so
     // that it fires where a single request would.
     //
@@ -408,4 +410,86 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, Status};
+
+    use super::*;
+
+    fn claimed(attempts: i32) -> Claimed {
+        Claimed { id: 9, producer: "shop".into(), kind: "hold".into(), payload: Value::Null, attempts, max_attempts: 3 }
+    }
+
+    fn booking() -> BookingResult {
+        BookingResult {
+            booking: 1,
+            event: 7,
+            customer: "ann".into(),
+            state: BookingState::Held,
+            seats: Vec::new(),
+            total_cents: 0,
+            held_until: None,
+            capped: false,
+        }
+    }
+
+    #[test]
+    fn a_decision_becomes_the_outcome_recorded() {
+        let mut report = Report::default();
+        let next = Claim::Next(10);
+        let done = outcome_of(&claimed(0), Ok(Decision::Done(booking())), &next, 2, &mut report).expect("recorded");
+        assert_eq!((done.status, done.contended), (Status::Succeeded, 2));
+        let refused = Decision::Reject(ErrorCode::SoldOut, "none left".into());
+        let failed = outcome_of(&claimed(0), Ok(refused), &next, 0, &mut report).expect("recorded");
+        assert_eq!((failed.status, failed.error_code), (Status::Failed, Some(ErrorCode::SoldOut)));
+        assert!(report.contended.is_empty());
+    }
+
+    #[test]
+    fn a_contended_request_is_retried_then_requeued() {
+        let mut report = Report::default();
+        assert!(outcome_of(&claimed(0), Ok(Decision::Contended), &Claim::Next(10), 0, &mut report).is_none());
+        assert_eq!(report.contended, HashMap::from([(9, 1)]));
+        let ids = HashMap::from([(9, 3)]);
+        assert_eq!(retries_of(&Claim::Retry { ids: &ids, requeue: None }, 9), 3);
+        assert_eq!(retries_of(&Claim::Next(10), 9), 0);
+        let mut report = Report::default();
+        let again = Claim::Retry { ids: &ids, requeue: None };
+        assert!(outcome_of(&claimed(0), Ok(Decision::Contended), &again, 3, &mut report).is_none());
+        assert_eq!(report.contended, HashMap::from([(9, 4)]));
+        // After its last retry: back to the queue, due after the delay.
+        let mut report = Report::default();
+        let last = Claim::Retry { ids: &ids, requeue: Some(Duration::from_millis(200)) };
+        let requeued = outcome_of(&claimed(0), Ok(Decision::Contended), &last, 5, &mut report).expect("requeued");
+        assert_eq!((requeued.status, requeued.retry_in_ms, requeued.contended), (Status::Queued, Some(200), 6));
+        assert!(!requeued.failed_attempt && report.contended.is_empty());
+    }
+
+    #[test]
+    fn an_unexpected_error_counts_an_attempt_until_the_last() {
+        let mut report = Report::default();
+        let broken = || Err(ProcessError::Internal("broken".into()));
+        let retry = outcome_of(&claimed(0), broken(), &Claim::Next(10), 0, &mut report).expect("recorded");
+        assert_eq!((retry.status, retry.error_code), (Status::Queued, Some(ErrorCode::Internal)));
+        assert!(retry.failed_attempt && retry.retry_in_ms.is_some());
+        assert_eq!(retry.error_message.as_deref(), Some("attempt 1 of 3: broken"));
+        let dead = outcome_of(&claimed(2), broken(), &Claim::Next(10), 0, &mut report).expect("recorded");
+        assert_eq!((dead.status, dead.retry_in_ms), (Status::Dead, None));
+        assert_eq!(dead.error_message.as_deref(), Some("attempt 3 of 3: broken"));
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_an_error_of_its_request() {
+        async fn panicking(payload: Box<dyn std::any::Any + Send>) -> Result<(), ProcessError> {
+            std::panic::resume_unwind(payload)
+        }
+        let said = caught(panicking(Box::new(String::from("at 7")))).await;
+        assert!(matches!(&said, Err(ProcessError::Internal(m)) if m == "panicked: at 7"), "{said:?}");
+        let quoted = caught(panicking(Box::new("quoted"))).await;
+        assert!(matches!(&quoted, Err(ProcessError::Internal(m)) if m == "panicked: quoted"), "{quoted:?}");
+        let other = caught(panicking(Box::new(3_u8))).await;
+        assert!(matches!(&other, Err(ProcessError::Internal(m)) if m == "panicked: unknown panic"), "{other:?}");
+    }
 }

@@ -1,22 +1,36 @@
 //! seatq-worker: claims booking requests from `seatq.requests` and allocates
 //! seats.
 //!
-//! # Layout
+//! # The seat path, in the order a batch runs it
 //!
-//! A file a concern, named after what it does:
+//! A file a step, named after what it does. Every step runs inside the one
+//! short transaction of [`batch`], which commits once at the end:
+//!
+//! 1. [`batch`]: **claim** up to a batch of due requests (`FOR UPDATE SKIP
+//!    LOCKED`: the row locks are the claim), check each again, and run the
+//!    steps below;
+//! 2. `manage`: **confirm, cancel, extend** a booking, one request at a time
+//!    under its own savepoint, first, so that the holds and bookings find
+//!    the seats a cancel gave back;
+//! 3. `allocate`: **allocate** seats to every hold and book of the batch at
+//!    once, set-based: read and lock the seats they may take in a few
+//!    statements, never waiting on a row lock;
+//! 4. `choose`: **choose**, in memory and in claim order, what each request
+//!    gets (cheapest first, named seats, side by side; all or nothing per
+//!    party), or why not; no statement of its own, so it is unit-tested;
+//! 5. `take`: **take** the seats granted, making them bookings, in one
+//!    statement;
+//! 6. `record`: **record** every request's outcome, in one statement; then
+//!    [`batch`] commits, and announces the finished requests.
+//!
+//! `decision` is what a step comes to for one request (`Decision`), or the
+//! unexpected error that stops it (`ProcessError`).
+//!
+//! # Around the batch
 //!
 //! - [`worker`]: the process: batch loops, LISTEN wake-ups with a fallback
 //!   poll, the sweeper, graceful shutdown;
 //! - `wake`: which loop claims next, and when a claim would find nothing;
-//! - [`batch`]: one claim-process-record transaction;
-//! - `record`: the outcome a batch records for each request;
-//! - `take`: holds and bookings for a whole batch in a few statements
-//!   (cheapest, named and adjacent seats; all-or-nothing per party, never
-//!   waiting on a row lock);
-//! - `allocate`: one request under its own savepoint (confirm, cancel,
-//!   extend, and a hold or book when its batch falls back to one at a time);
-//! - `decision`: what processing a request comes to;
-//! - `grant`: seats granted to requests, made into bookings;
 //! - `periodic`: the shape of the background tasks below;
 //! - [`sweeper`]: active expiry of lapsed holds;
 //! - `registry`: registration and heartbeats in `seatq.workers`;
@@ -24,8 +38,7 @@
 //! - `retention`: pruning of old finished requests;
 //! - [`metrics`]: Prometheus `/metrics` and `/healthz`;
 //! - `warm`: a worker's connections warmed before its first batch;
-//! - `fault`: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`).
-//!
+//! - `fault`: fault injection for tests (off unless `SEATQ_FAULT_INJECTION=1`);
 //! - [`sql`]: every statement the worker runs (those it shares with
 //!   producers are in [`seatq_core::sql`]).
 //!
@@ -34,6 +47,7 @@
 
 mod allocate;
 pub mod batch;
+mod choose;
 mod decision;
 mod fault;
 mod manage;

@@ -1,8 +1,11 @@
-//! Processing one request under its own savepoint: owner-checked confirm,
-//! cancel and extend. Holds and bookings are allocated a batch at a time by
+//! Managing a booking, one request at a time under its own savepoint:
+//! owner-checked confirm, cancel and extend ([`process`]). A batch runs
+//! these before its holds and bookings, so that those find the seats a
+//! cancel gave back. Holds and bookings are allocated a batch at a time by
 //! [`crate::allocate`], and come here only when a batch falls back to one
-//! request at a time (or carries an injected fault). Every lock is taken
-//! with SKIP LOCKED or NOWAIT: a worker never waits on a row lock.
+//! request at a time (or carries an injected fault); [`process`] hands them
+//! on to it as a batch of one. Every lock is taken with SKIP LOCKED or
+//! NOWAIT: a worker never waits on a row lock.
 
 use crate::sql::bookings;
 use seatq_core::limits::MAX_HOLD_SECONDS;
@@ -12,7 +15,8 @@ use seatq_core::sqlstate::is_lock_unavailable;
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
-use crate::allocate::{self, Wanted};
+use crate::allocate;
+use crate::choose::Wanted;
 use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
 
@@ -75,17 +79,24 @@ async fn lock_owned(
         Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
         Err(e) => return Err(e.into()),
     };
+    Ok(owned(row, id, customer))
+}
+
+/// Whether `customer` may change booking `id`, as locked (`None`: not
+/// found): it is theirs, and not a lapsed hold. `Err(decision)` ends the
+/// request.
+fn owned(row: Option<Booking>, id: i64, customer: &str) -> Result<Booking, Decision> {
     let Some(booking) = row else {
-        return Ok(Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {id} does not exist"))));
+        return Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {id} does not exist")));
     };
     if booking.customer != customer {
-        return Ok(Err(Decision::Reject(ErrorCode::NotYourHold, format!("booking {id} belongs to another customer"))));
+        return Err(Decision::Reject(ErrorCode::NotYourHold, format!("booking {id} belongs to another customer")));
     }
     if booking.state == BookingState::Expired || booking.lapsed {
         let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
-        return Ok(Err(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {id} lapsed{when}"))));
+        return Err(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {id} lapsed{when}")));
     }
-    Ok(Ok(booking))
+    Ok(booking)
 }
 
 /// Lock the seats the booking owns in `state`; `None` if another transaction
@@ -126,13 +137,20 @@ async fn confirm(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Re
 /// Lock a hold's seats, for confirm and extend: `Some` ends the request
 /// (another transaction holds a seat, or the hold lapsed), `None` goes on.
 async fn lock_hold(conn: &mut PgConnection, b: &Booking) -> Result<Option<Decision>, ProcessError> {
-    Ok(match lock_seats_of(conn, b, SeatState::Held).await? {
+    Ok(hold_broken(b, lock_seats_of(conn, b, SeatState::Held).await?))
+}
+
+/// What the seats locked of a hold say, as [`lock_seats_of`] counts those
+/// still the booking's (`None`: another transaction holds one): `Some` ends
+/// the request, `None` goes on.
+fn hold_broken(b: &Booking, owned: Option<usize>) -> Option<Decision> {
+    match owned {
         None => Some(Decision::Contended),
         Some(n) if n != b.seats.len() => {
             Some(Decision::Reject(ErrorCode::HoldExpired, format!("the hold on booking {} lapsed", b.id)))
         }
         Some(_) => None,
-    })
+    }
 }
 
 fn cancelled(b: &Booking) -> Decision {
@@ -207,4 +225,67 @@ async fn result_of(conn: &mut PgConnection, b: &Booking, state: BookingState) ->
         held_until: None,
         capped: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn booking(state: BookingState, lapsed: bool) -> Booking {
+        Booking {
+            id: 41,
+            event: 7,
+            customer: "ann".into(),
+            state,
+            seats: vec![3, 4],
+            total_cents: 2000,
+            held_until: chrono::DateTime::from_timestamp(1_800_000_000, 0),
+            lapsed,
+        }
+    }
+
+    fn refusal(d: Decision) -> (ErrorCode, String) {
+        match d {
+            Decision::Reject(code, message) => (code, message),
+            other => panic!("not a refusal: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_the_customer_changes_a_live_booking() {
+        let (code, message) = refusal(owned(None, 41, "ann").err().expect("not found"));
+        assert_eq!((code, message.as_str()), (ErrorCode::BookingNotFound, "booking 41 does not exist"));
+        let (code, message) =
+            refusal(owned(Some(booking(BookingState::Held, false)), 41, "bob").err().expect("not his"));
+        assert_eq!((code, message.as_str()), (ErrorCode::NotYourHold, "booking 41 belongs to another customer"));
+        // Another customer hears that it is not theirs before that it lapsed.
+        let lapsed = owned(Some(booking(BookingState::Held, true)), 41, "bob").err().expect("not his");
+        assert_eq!(refusal(lapsed).0, ErrorCode::NotYourHold);
+        for state in [BookingState::Held, BookingState::Booked, BookingState::Cancelled] {
+            let b = owned(Some(booking(state, false)), 41, "ann").expect("hers");
+            assert_eq!(b.state, state);
+        }
+    }
+
+    #[test]
+    fn a_lapsed_hold_is_expired_whether_or_not_the_sweeper_came() {
+        for (state, lapsed) in
+            [(BookingState::Held, true), (BookingState::Expired, false), (BookingState::Expired, true)]
+        {
+            let (code, message) = refusal(owned(Some(booking(state, lapsed)), 41, "ann").err().expect("lapsed"));
+            assert_eq!(code, ErrorCode::HoldExpired);
+            assert_eq!(message, "the hold on booking 41 lapsed at 2027-01-15T08:00:00+00:00");
+        }
+    }
+
+    #[test]
+    fn a_hold_goes_on_only_with_every_seat_still_its_own() {
+        let b = booking(BookingState::Held, false);
+        assert!(hold_broken(&b, Some(2)).is_none());
+        assert!(matches!(hold_broken(&b, None), Some(Decision::Contended)), "a seat locked elsewhere");
+        let (code, message) = refusal(hold_broken(&b, Some(1)).expect("a seat taken since"));
+        assert_eq!((code, message.as_str()), (ErrorCode::HoldExpired, "the hold on booking 41 lapsed"));
+        let (code, message) = refusal(cancelled(&b));
+        assert_eq!((code, message.as_str()), (ErrorCode::BookingCancelled, "booking 41 was cancelled"));
+    }
 }

@@ -1,5 +1,8 @@
-//! Seats granted to requests, made into bookings: one statement creates
-//! every booking of a batch and takes its seats.
+//! Taking the seats a batch granted, making them bookings: one statement
+//! ([`allocation::TAKE_SEATS`]) creates every booking of the batch and marks
+//! its seats held or booked. The last seat step of [`crate::allocate`]; the
+//! seats were chosen by [`crate::choose`] and are locked by this
+//! transaction.
 
 use std::collections::HashMap;
 

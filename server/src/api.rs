@@ -69,7 +69,7 @@ pub struct EnqueueBody {
 
 /// A request's payload, by kind: a seat request (hold, book), a booking
 /// reference (confirm, cancel) or a hold extension (extend).
-#[derive(Serialize, utoipa::ToSchema)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)] // described, never built: the payload is checked by seatq's own validation
 pub enum Payload {

@@ -13,7 +13,10 @@ use seatq::{NewRequest, Request, Status};
 async fn a_panicking_or_failing_request_ends_dead_and_its_batch_goes_on() {
     // Fault injection is read once per process; this test binary holds only this test.
     // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("SEATQ_FAULT_INJECTION", "1") };
+    #[allow(unsafe_code)] // the one unsafe block of the workspace: a test's own environment
+    unsafe {
+        std::env::set_var("SEATQ_FAULT_INJECTION", "1")
+    };
     let (db, ev) = TestDb::with_event("E", 60, 6).await;
     let batch: Vec<NewRequest> = ["ann", "fault:panic", "bob", "fault:error", "cat"]
         .into_iter()

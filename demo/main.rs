@@ -310,7 +310,7 @@ async fn report(
     println!("\nseats per event (held = live holds; lapsed = expired, not yet swept; blocked = not for sale):");
     let mut taken = 0;
     for e in events {
-        let seats = client.event_seats(e.id).await?;
+        let seats = client.seats_by_state(e.id).await?;
         taken += client.seats_taken(e.id).await?;
         let cells: Vec<String> = seats.iter().map(|(s, n)| format!("{s} {n}")).collect();
         println!("  {} (event {}): {}", e.name, e.id, cells.join(", "));

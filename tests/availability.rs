@@ -198,7 +198,7 @@ async fn a_producer_login_reads_availability_and_lists_events_but_not_the_seats(
     assert_eq!(counts, [(ev, 30, 25, 5, 0)]);
     assert_eq!(events[0].refusal, None, "on sale");
     let mut groups: Vec<(i16, SeatAvailability, i64)> = shop
-        .event_seat_map(ev)
+        .seat_groups(ev)
         .await
         .expect("a producer shows an event")
         .iter()

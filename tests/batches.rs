@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use common::{TestDb, client_named, count_requests, sessions, wait_for_listener};
 use futures_util::StreamExt as _;
-use seatq::batch::{Batch, PartyOutcome, PartyStatus, Submitted};
-use seatq::client::Retry;
-use seatq::{Client, ErrorCode};
+use seatq::{Batch, Client, ErrorCode, PartyOutcome, PartyStatus, Retry, Submitted};
 
 /// Party `n` of a tour operator's file as a JSON line: classes 1 to 3 in
 /// turn, 1 to 9 seats, for customer `n`; every seventh without a ref.

@@ -501,7 +501,7 @@ async fn a_csv_file_in_and_outcomes_out_as_csv() {
     let out = seatq_exits(&url, &["enqueue", "--file", path, "--wait", "--out", out_path], 1).await;
     assert!(out.stderr.contains(&format!("{path}:4: wrong_type: party")), "{out:?}");
     let (header, rows) = csv_rows(&out_csv);
-    assert_eq!(header, seatq::batch::OUTCOME_COLUMNS);
+    assert_eq!(header, seatq::outcome_file::OUTCOME_COLUMNS);
     let column = |row: &[String], name: &str| row[header.iter().position(|h| h == name).unwrap()].clone();
     let got: Vec<(String, String, String)> =
         rows.iter().map(|r| (column(r, "line"), column(r, "ref"), column(r, "status"))).collect();

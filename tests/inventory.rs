@@ -48,7 +48,7 @@ fn book_named(event: i64, seats: Vec<i32>, customer: &str) -> Request {
 async fn the_sample_theatre_sells_by_class_and_by_named_seat() {
     let db = TestDb::new().await;
     let ev = theatre(&db, named("Hamlet")).await;
-    let states = db.client.event_seats(ev).await.unwrap();
+    let states = db.client.seats_by_state(ev).await.unwrap();
     assert_eq!(states.get("available"), Some(&344));
     assert_eq!(states.get("blocked"), Some(&8));
 
@@ -105,7 +105,7 @@ async fn seats_not_for_sale_are_never_allocated() {
         assert_eq!(code(&done), "seat_not_for_sale", "{done:?}");
         assert_eq!(db.seat_states(ev, [seat]).await, ["blocked"]);
     }
-    let states = db.client.event_seats(ev).await.unwrap();
+    let states = db.client.seats_by_state(ev).await.unwrap();
     assert_eq!(states.get("blocked"), Some(&8));
     assert_eq!(db.seats_taken(ev).await, 12);
     // The storefront's compact read lists them as such, and its view of

@@ -105,7 +105,7 @@ async fn requests_left_over_by_a_full_batch_are_processed_at_once() {
     let batch: Vec<NewRequest> = (1..=n)
         .map(|seat| NewRequest::from(Request::Book(seatq::SeatRequest::named(ev, vec![seat], format!("c{seat}")))))
         .collect();
-    let ids = db.client.enqueue_all(&batch, &seatq::client::Retry::NEVER).await.unwrap();
+    let ids = db.client.enqueue_all(&batch, &seatq::Retry::NEVER).await.unwrap();
     db.client.wait_all(&ids, Some(Duration::from_secs(60))).await.expect("every request finished");
     db.assert_all_succeeded(&ids).await;
     assert_eq!(db.seats_taken(ev).await, n as i64);

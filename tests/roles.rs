@@ -538,13 +538,13 @@ async fn the_producer_role_submits_a_batch_and_reads_it_back() {
     };
     let mut first = batch();
     producer.check_batch(&mut first).await.unwrap();
-    let submitted = producer.enqueue_batch(&first, &seatq::client::Retry::NEVER).await.unwrap();
+    let submitted = producer.enqueue_batch(&first, &seatq::Retry::NEVER).await.unwrap();
     assert_eq!(submitted.enqueued, 3);
     db.drain().await;
     let outcomes: Vec<_> = producer.batch_outcomes(&first, &submitted).map(Result::unwrap).collect().await;
     assert_eq!(outcomes.iter().filter(|o| o.error_code.as_deref() == Some("sold_out")).count(), 1);
     // Again: nothing new; and the batch read back, all with the producer's rights.
-    let again = producer.enqueue_batch(&batch(), &seatq::client::Retry::NEVER).await.unwrap();
+    let again = producer.enqueue_batch(&batch(), &seatq::Retry::NEVER).await.unwrap();
     assert_eq!((again.enqueued, &again.ids), (0, &submitted.ids));
     assert_eq!(producer.batch_status("roles").await.unwrap().summary.total.booked, 2);
     let results: Vec<_> = producer.batch_results("roles").map(Result::unwrap).collect().await;

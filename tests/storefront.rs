@@ -340,10 +340,10 @@ async fn a_key_reused_for_another_request_is_refused_from_the_client() {
     assert!(found[1].1.message.contains("request 1 of this batch"), "{found:?}");
     // ... else the whole batch refused, either way.
     conflict(db.client.enqueue_many(&batch).await);
-    conflict(db.client.enqueue_all(&batch, &seatq::client::Retry::NEVER).await);
+    conflict(db.client.enqueue_all(&batch, &seatq::Retry::NEVER).await);
     assert_eq!(count_requests(&db).await, 1, "nothing inserted");
     let ok = [keyed("cat", "order-2"), keyed("ann", "order-1"), keyed("cat", "order-2")];
-    let ids = db.client.enqueue_all(&ok, &seatq::client::Retry::NEVER).await.unwrap();
+    let ids = db.client.enqueue_all(&ok, &seatq::Retry::NEVER).await.unwrap();
     assert_eq!((ids[1], ids[0]), (first, ids[2]));
     assert_eq!(count_requests(&db).await, 2);
     db.drain().await;

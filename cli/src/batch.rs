@@ -10,8 +10,8 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::StreamExt as _;
 use indicatif::{HumanDuration, ProgressBar, ProgressState, ProgressStyle};
-use seatq::batch::{Batch, BatchStatus, OutcomeWriter, PartyOutcome, PartyStatus, Summary};
 use seatq::bulk::Format;
+use seatq::{Batch, BatchStatus, OutcomeWriter, PartyOutcome, PartyStatus, Summary};
 use tokio::time::Instant;
 
 use crate::{Ctx, Usage};
@@ -101,7 +101,7 @@ pub(crate) async fn enqueue_file(ctx: &Ctx, args: EnqueueArgs) -> anyhow::Result
             return Err(Usage(format!("{file:?} gives no batch name: name the batch with --batch NAME")).into());
         }
     };
-    seatq::batch::check_name(&name).map_err(|e| Usage(format!("--batch {name:?}: {}", e.message)))?;
+    seatq::new_request::check_name(&name).map_err(|e| Usage(format!("--batch {name:?}: {}", e.message)))?;
     let format = args.format.map(Format::from).or_else(|| Format::of_path(file)).unwrap_or(Format::Jsonl);
     let parsed = if file == "-" {
         format.parse(std::io::stdin().lock())

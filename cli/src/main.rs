@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
-use seatq::client::Retry;
+use seatq::Retry;
 use seatq::outcome::{money, money_range};
 use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
 use tokio::time::Instant;
@@ -809,7 +809,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
 /// Validate, enqueue (under the given idempotency key, else a random one,
 /// so that retrying is safe); print the id, or with --wait the outcome.
 async fn submit(ctx: &Ctx, request: Request, q: QueueArgs) -> anyhow::Result<ExitCode> {
-    let key = q.key.unwrap_or_else(|| seatq::client::new_idempotency_key("cli"));
+    let key = q.key.unwrap_or_else(|| seatq::new_idempotency_key("cli"));
     let new =
         NewRequest { idempotency_key: Some(key), priority: q.priority, run_at: q.at, ..NewRequest::from(request) };
     // Refused before connecting: a malformed request needs no database.
@@ -947,7 +947,7 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
             let Some(e) = client.events(Some(id)).await?.pop() else {
                 return Err(NoEvent(id).into());
             };
-            let seats = client.event_seat_map(id).await?;
+            let seats = client.seat_groups(id).await?;
             if json {
                 println!("{}", serde_json::json!({ "event": e, "seats": seats }));
             } else {

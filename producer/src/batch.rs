@@ -19,8 +19,7 @@
 //! # async fn demo(client: seatq::Client) -> Result<(), seatq::Error> {
 //! use futures_util::StreamExt as _;
 //! use seatq::batch::{Batch, Summary};
-//! use seatq::client::Retry;
-//! use seatq::{Request, SeatRequest};
+//! use seatq::{Request, Retry, SeatRequest};
 //!
 //! let mut batch = Batch::new("tour-2027-05")?;
 //! batch.push(Some("A-17".into()), Request::Book(SeatRequest::new(1, 2, 4, "Smith party")))?;
@@ -37,165 +36,18 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use futures_util::stream::{self, BoxStream, StreamExt as _};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
-use crate::bulk::{BadLine, Format, Parsed};
-use crate::client::{NewRequest, Retry};
-use crate::limits::{MAX_BATCH_NAME_CHARS, MAX_REF_CHARS};
-use crate::outcome::{BookingResult, BookingState, ErrorCode, RequestRecord, Status};
-use crate::request::Request;
-use crate::{Client, Error, RequestError, sql};
-
-/// Where a request stands in its batch: its name, its line (from 1) and its
-/// ref, if any (see [`NewRequest::batch`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InBatch {
-    pub name: String,
-    /// The submitter's own reference for the party (`ref` in files).
-    pub reference: Option<String>,
-    /// The line of the file (or the place in the batch), from 1.
-    pub line: usize,
-}
-
-impl InBatch {
-    /// Check the name and the ref.
-    pub fn check(&self) -> Result<(), RequestError> {
-        check_name(&self.name)?;
-        self.reference.as_deref().map_or(Ok(()), check_ref)
-    }
-
-    /// The line as stored (`batch_line`); none past what an `int` holds.
-    pub(crate) fn line_number(&self) -> Option<i32> {
-        i32::try_from(self.line).ok().filter(|l| *l > 0)
-    }
-}
-
-/// A line's `ref`, the submitter's own reference for a party, as the file
-/// gave it: text, or an integer (JSON lines `"ref": 7`), which its outcome
-/// gives back as an integer. Either way the ref is its text: the party's key
-/// derives from it and the database keeps it (`batch_ref` is text), so `7`
-/// and `"7"` are one ref, and a batch read back from the database
-/// ([`Client::batch_results`]) has every ref as text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Ref {
-    text: String,
-    integer: bool,
-}
-
-impl Ref {
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Whether it was given as an integer.
-    pub fn is_integer(&self) -> bool {
-        self.integer
-    }
-}
-
-impl std::ops::Deref for Ref {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.text
-    }
-}
-
-impl std::fmt::Display for Ref {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl From<String> for Ref {
-    fn from(text: String) -> Ref {
-        Ref { text, integer: false }
-    }
-}
-
-impl From<&str> for Ref {
-    fn from(text: &str) -> Ref {
-        Ref::from(text.to_string())
-    }
-}
-
-impl From<i64> for Ref {
-    fn from(n: i64) -> Ref {
-        Ref { text: n.to_string(), integer: true }
-    }
-}
-
-impl From<u64> for Ref {
-    fn from(n: u64) -> Ref {
-        Ref { text: n.to_string(), integer: true }
-    }
-}
-
-impl Serialize for Ref {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.integer {
-            if let Ok(n) = self.text.parse::<i64>() {
-                return s.serialize_i64(n);
-            }
-            if let Ok(n) = self.text.parse::<u64>() {
-                return s.serialize_u64(n);
-            }
-        }
-        s.serialize_str(&self.text)
-    }
-}
-
-impl<'de> Deserialize<'de> for Ref {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ref, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Given {
-            Text(String),
-            Signed(i64),
-            Unsigned(u64),
-        }
-        Ok(match Given::deserialize(d)? {
-            Given::Text(text) => Ref::from(text),
-            Given::Signed(n) => Ref::from(n),
-            Given::Unsigned(n) => Ref::from(n),
-        })
-    }
-}
-
-/// Check a batch name: 1 to [`MAX_BATCH_NAME_CHARS`] characters, not all
-/// blank, without control characters.
-pub fn check_name(name: &str) -> Result<(), RequestError> {
-    check_text("batch", name, MAX_BATCH_NAME_CHARS)
-}
-
-/// Check a line's `ref`: 1 to [`MAX_REF_CHARS`] characters, not all blank,
-/// without control characters.
-pub fn check_ref(reference: &str) -> Result<(), RequestError> {
-    check_text("ref", reference, MAX_REF_CHARS)
-}
-
-fn check_text(field: &str, text: &str, most: usize) -> Result<(), RequestError> {
-    let invalid =
-        |why: String| Err(RequestError { code: ErrorCode::InvalidRequest, message: format!("{field}: {why}") });
-    if text.trim().is_empty() {
-        return invalid("must not be empty".into());
-    }
-    let chars = text.chars().count();
-    if chars > most {
-        return invalid(format!("{chars} characters, at most {most} allowed"));
-    }
-    if text.chars().any(char::is_control) {
-        return invalid("must not contain control characters (tabs, line breaks, U+0000)".into());
-    }
-    Ok(())
-}
+use crate::RequestError;
+use crate::bulk::{Parsed, Ref};
+use crate::keys::{content_digest, content_key, ref_key};
+use crate::lines::BadLine;
+use crate::new_request::{InBatch, NewRequest, check_name, check_ref};
+use crate::outcome::ErrorCode;
+use crate::outcome_file::{NOT_SUBMITTED, PartyOutcome, PartyStatus, event_and_class};
 
 /// The batch name a file gives by default: its name without directory and
 /// extension (`/data/parties.jsonl` is `parties`); `None` for standard input
@@ -309,7 +161,7 @@ impl Batch {
                     let digest = content_digest(&new.request);
                     let occurrence = self.occurrences.entry(digest.clone()).or_default();
                     *occurrence += 1;
-                    format!("batch:{}", serde_json::json!([self.name, null, digest, *occurrence]))
+                    content_key(&self.name, &digest, *occurrence)
                 }
             });
         }
@@ -319,6 +171,17 @@ impl Batch {
         new.batch = Some(InBatch { name: self.name.clone(), reference, line });
         self.lines.good.push(new);
         self.lines.lines.push(line);
+    }
+
+    /// Move the parties at these positions of [`Batch::parties`] to
+    /// [`Batch::bad`], each with why it is refused.
+    pub(crate) fn refuse(&mut self, refused: Vec<(usize, RequestError)>) {
+        self.lines.refuse(refused);
+    }
+
+    /// The ref of line `line`, as the line gave it.
+    pub(crate) fn reference(&self, line: usize) -> Option<&Ref> {
+        self.lines.refs.get(&line)
     }
 
     pub fn name(&self) -> &str {
@@ -399,27 +262,6 @@ impl Batch {
     }
 }
 
-/// The error code of a good line not enqueued because the run enqueued
-/// nothing ([`Batch::not_submitted`]).
-pub const NOT_SUBMITTED: &str = "not_submitted";
-
-/// The key of a party with a ref: the batch's name and the ref, as a JSON
-/// array, so that no choice of either can make two pairs one key.
-fn ref_key(name: &str, reference: &str) -> String {
-    format!("batch:{}", serde_json::json!([name, reference]))
-}
-
-/// What a party without a ref asks for (its kind and payload, not its queue
-/// options), as 32 hex digits of SHA-256: the same request gives the same
-/// digest in any run of any version that encodes it the same.
-fn content_digest(request: &Request) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(request.kind().as_bytes());
-    hasher.update(b"\n");
-    hasher.update(request.payload().to_string().as_bytes());
-    hasher.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
-}
-
 /// A batch enqueued: each party's request id, in the order of
 /// [`Batch::parties`], and how many were new.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -428,111 +270,6 @@ pub struct Submitted {
     /// Parties enqueued now; the others were in the queue already (a batch
     /// submitted again).
     pub enqueued: usize,
-}
-
-/// Where one line of a batch stands: a request's status, or `refused` for a
-/// line never enqueued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PartyStatus {
-    Queued,
-    Succeeded,
-    Failed,
-    Dead,
-    /// Not enqueued: the line is not a valid request, shares its ref with
-    /// another, or reuses a key for another request; or the batch was not
-    /// enqueued at all ([`NOT_SUBMITTED`]).
-    Refused,
-}
-
-impl PartyStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PartyStatus::Queued => "queued",
-            PartyStatus::Succeeded => "succeeded",
-            PartyStatus::Failed => "failed",
-            PartyStatus::Dead => "dead",
-            PartyStatus::Refused => "refused",
-        }
-    }
-}
-
-impl std::fmt::Display for PartyStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl From<Status> for PartyStatus {
-    fn from(status: Status) -> Self {
-        match status {
-            Status::Queued => PartyStatus::Queued,
-            Status::Succeeded => PartyStatus::Succeeded,
-            Status::Failed => PartyStatus::Failed,
-            Status::Dead => PartyStatus::Dead,
-        }
-    }
-}
-
-/// One line's outcome: a line of an outcome file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartyOutcome {
-    /// The line of the file (or place in the batch), from 1.
-    pub line: Option<usize>,
-    /// The submitter's own reference for the line, as the line gave it.
-    #[serde(rename = "ref")]
-    pub reference: Option<Ref>,
-    /// The request (none for a refused line).
-    pub id: Option<i64>,
-    pub status: PartyStatus,
-    /// The event and class asked for, as the request names them.
-    pub event: Option<i64>,
-    pub class: Option<i16>,
-    /// Succeeded: the booking, its seats with their labels, the total and,
-    /// for a hold, until when it is held.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub booking: Option<BookingResult>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_message: Option<String>,
-}
-
-impl PartyOutcome {
-    /// The outcome of a request as it stands, with its stored line and ref.
-    pub fn of(record: &RequestRecord) -> PartyOutcome {
-        let (event, class) = event_and_class(&record.payload);
-        PartyOutcome {
-            line: record.batch_line.and_then(|l| usize::try_from(l).ok()),
-            reference: record.batch_ref.clone().map(Ref::from),
-            id: Some(record.id),
-            status: record.status.into(),
-            event,
-            class,
-            booking: record.booking(),
-            error_code: record.error_code.clone(),
-            error_message: record.error_message.clone(),
-        }
-    }
-
-    /// Seats the party holds or has booked.
-    pub fn seats(&self) -> usize {
-        match &self.booking {
-            Some(b) if b.state.seats().is_some() => b.seats.len(),
-            _ => 0,
-        }
-    }
-
-    /// Whether the party did not get what it asked for: failed, dead or refused.
-    pub fn is_failure(&self) -> bool {
-        matches!(self.status, PartyStatus::Failed | PartyStatus::Dead | PartyStatus::Refused)
-    }
-}
-
-/// The event and class a payload names, if it names them as integers.
-fn event_and_class(payload: &Value) -> (Option<i64>, Option<i16>) {
-    let int = |field: &str| payload.get(field).and_then(Value::as_i64);
-    (int("event"), int("class").and_then(|c| i16::try_from(c).ok()))
 }
 
 /// Parties of one kind of outcome.
@@ -608,7 +345,7 @@ impl Summary {
 
     /// Count `parties` lines of one event, class, status and error code,
     /// holding `seats` seats between them.
-    fn add_many(
+    pub(crate) fn add_many(
         &mut self,
         event: Option<i64>,
         class: Option<i16>,
@@ -653,236 +390,16 @@ pub struct BatchStatus {
     pub summary: Summary,
 }
 
-impl Client {
-    /// Refuse the parties of `batch` whose key was first used for another
-    /// kind or payload (a ref submitted before with another request, or a
-    /// line's own key reused): they move to [`Batch::bad`], each naming the
-    /// request it conflicts with. One statement for the whole batch.
-    pub async fn check_batch(&self, batch: &mut Batch) -> Result<(), Error> {
-        let conflicts = self.conflicts(batch.parties()).await?;
-        let refused = conflicts
-            .into_iter()
-            .map(|c| {
-                let party = &batch.parties()[c.position];
-                let reference = party.batch.as_ref().and_then(|b| b.reference.as_deref());
-                let message = match reference {
-                    Some(r) if c.key == ref_key(&batch.name, r) => format!(
-                        "ref {r:?} of batch {:?} was first submitted as {} with another kind or payload: \
-                         give the line a new ref, or submit the file as a new batch",
-                        batch.name, c.first
-                    ),
-                    _ => format!(
-                        "idempotency key {} was first used by {} with another kind or payload",
-                        crate::validate::quoted(&c.key),
-                        c.first
-                    ),
-                };
-                (c.position, RequestError { code: ErrorCode::IdempotencyConflict, message })
-            })
-            .collect();
-        batch.lines.refuse(refused);
-        Ok(())
-    }
-
-    /// Enqueue the parties of `batch` that are not in the queue yet, in one
-    /// transaction (see [`Client::enqueue_all`], which also says how
-    /// `retry` applies); the others keep the request they have. One
-    /// statement finds which are in, so a batch submitted again with
-    /// nothing new writes nothing. Returns every party's request id.
-    ///
-    /// Refused with [`ErrorCode::IdempotencyConflict`] if a party's key was
-    /// first used for another request: [`Client::check_batch`] first.
-    pub async fn enqueue_batch(&self, batch: &Batch, retry: &Retry) -> Result<Submitted, Error> {
-        let parties = batch.parties();
-        let keys: Vec<&str> = parties.iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
-        let taken: HashMap<String, i64> = retry
-            .run("looking up the batch's requests", || async {
-                let rows: Vec<(String, i64)> =
-                    sqlx::query_as(sql::batch::KEYS_TAKEN).bind(&keys).fetch_all(self.pool()).await?;
-                Ok(rows.into_iter().collect())
-            })
-            .await?;
-        let id_of = |p: &NewRequest| p.idempotency_key.as_ref().and_then(|k| taken.get(k)).copied();
-        let missing: Vec<NewRequest> = parties.iter().filter(|p| id_of(p).is_none()).cloned().collect();
-        let mut new_ids =
-            if missing.is_empty() { Vec::new() } else { self.enqueue_all(&missing, retry).await? }.into_iter();
-        let ids = parties.iter().map(|p| id_of(p).or_else(|| new_ids.next()).unwrap_or_default()).collect();
-        Ok(Submitted { ids, enqueued: missing.len() })
-    }
-
-    /// Each party's outcome as it finishes (those finished already first),
-    /// with its line and ref in `batch`, until all have: one listening
-    /// connection and batched reads however many parties
-    /// ([`Client::wait_each`]). No deadline: wrap each `next()` in a timeout
-    /// for one.
-    pub fn batch_outcomes(
-        &self,
-        batch: &Batch,
-        submitted: &Submitted,
-    ) -> BoxStream<'static, Result<PartyOutcome, Error>> {
-        // Each request's lines, with their refs as the lines gave them.
-        let mut places: HashMap<i64, Vec<(usize, Option<Ref>)>> = HashMap::new();
-        for (party, id) in batch.parties().iter().zip(&submitted.ids) {
-            let line = party.batch.as_ref().map_or(0, |b| b.line);
-            places.entry(*id).or_default().push((line, batch.lines.refs.get(&line).cloned()));
-        }
-        let ids: Vec<i64> = {
-            let mut seen = HashSet::new();
-            submitted.ids.iter().copied().filter(|id| seen.insert(*id)).collect()
-        };
-        self.wait_each(&ids)
-            .flat_map(move |finished| {
-                let outcomes: Vec<Result<PartyOutcome, Error>> = match finished {
-                    Err(e) => vec![Err(e)],
-                    Ok(record) => {
-                        let outcome = PartyOutcome::of(&record);
-                        places
-                            .get(&record.id)
-                            .into_iter()
-                            .flatten()
-                            .map(|(line, reference)| {
-                                Ok(PartyOutcome { line: Some(*line), reference: reference.clone(), ..outcome.clone() })
-                            })
-                            .collect()
-                    }
-                };
-                stream::iter(outcomes)
-            })
-            .boxed()
-    }
-
-    /// The batch `name` as the database holds it: its requests counted by
-    /// event and class, status and error code, in one statement. Empty
-    /// (no first enqueue) if there is no such batch.
-    pub async fn batch_status(&self, name: &str) -> Result<BatchStatus, Error> {
-        type Row =
-            (Option<Value>, Option<Value>, Status, Option<String>, i64, i64, DateTime<Utc>, Option<DateTime<Utc>>);
-        let rows: Vec<Row> = sqlx::query_as(sql::batch::BATCH_COUNTS).bind(name).fetch_all(self.pool()).await?;
-        let mut status = BatchStatus { name: name.to_string(), ..BatchStatus::default() };
-        for (event, class, request_status, error_code, parties, seats, first, last) in rows {
-            let (event, class) = event_and_class(&serde_json::json!({ "event": event, "class": class }));
-            status.summary.add_many(
-                event,
-                class,
-                request_status.into(),
-                error_code.as_deref(),
-                parties as u64,
-                seats as u64,
-            );
-            status.first_enqueued = Some(status.first_enqueued.map_or(first, |f| f.min(first)));
-            status.last_finished = status.last_finished.max(last);
-        }
-        Ok(status)
-    }
-
-    /// Every request of the batch `name` as an outcome, in the order of the
-    /// lines they were first submitted from, read as they come (however
-    /// large the batch, it is never all in memory).
-    pub fn batch_results(&self, name: &str) -> BoxStream<'_, Result<PartyOutcome, Error>> {
-        sqlx::query_as::<_, RequestRecord>(sql::batch::BATCH_REQUESTS)
-            .bind(name.to_string())
-            .fetch(self.pool())
-            .map(|row| row.map(|record| PartyOutcome::of(&record)).map_err(Error::from))
-            .boxed()
-    }
-}
-
-/// The columns of a CSV outcome file, in order.
-pub const OUTCOME_COLUMNS: [&str; 14] = [
-    "line",
-    "ref",
-    "id",
-    "status",
-    "event",
-    "class",
-    "booking",
-    "state",
-    "seats",
-    "seat_labels",
-    "total",
-    "held_until",
-    "error_code",
-    "error_message",
-];
-
-/// Writes outcomes, one a line: JSON lines ([`PartyOutcome`] as JSON), or
-/// CSV with a header ([`OUTCOME_COLUMNS`]: the booking flattened, its seat
-/// numbers space-separated, their labels as `section, row R, seat S`
-/// separated by `; `, the total in currency units).
-pub struct OutcomeWriter<W: Write> {
-    out: Out<W>,
-}
-
-enum Out<W: Write> {
-    Jsonl(W),
-    /// Boxed: the CSV writer holds its buffer inline.
-    Csv(Box<csv::Writer<W>>),
-}
-
-impl<W: Write> OutcomeWriter<W> {
-    /// A writer of `format` on `out` (CSV: the header is written at once).
-    pub fn new(format: Format, out: W) -> std::io::Result<OutcomeWriter<W>> {
-        let out = match format {
-            Format::Jsonl => Out::Jsonl(out),
-            Format::Csv => {
-                let mut csv = csv::Writer::from_writer(out);
-                csv.write_record(OUTCOME_COLUMNS)?;
-                Out::Csv(Box::new(csv))
-            }
-        };
-        Ok(OutcomeWriter { out })
-    }
-
-    pub fn write(&mut self, outcome: &PartyOutcome) -> std::io::Result<()> {
-        match &mut self.out {
-            Out::Jsonl(out) => {
-                serde_json::to_writer(&mut *out, outcome)?;
-                out.write_all(b"\n")
-            }
-            Out::Csv(csv) => Ok(csv.write_record(csv_record(outcome))?),
-        }
-    }
-
-    /// Flush, and give the underlying writer back.
-    pub fn finish(self) -> std::io::Result<W> {
-        match self.out {
-            Out::Jsonl(mut out) => {
-                out.flush()?;
-                Ok(out)
-            }
-            Out::Csv(csv) => csv.into_inner().map_err(|e| e.into_error()),
-        }
-    }
-}
-
-/// An outcome as the cells of [`OUTCOME_COLUMNS`].
-fn csv_record(o: &PartyOutcome) -> [String; 14] {
-    let text = |v: Option<String>| v.unwrap_or_default();
-    let b = o.booking.as_ref();
-    let seats = b.map(|b| b.seats.iter().map(|s| s.seat.to_string()).collect::<Vec<_>>().join(" "));
-    let labels = b.map(|b| b.seats.iter().map(crate::SeatInfo::place).collect::<Vec<_>>().join("; "));
-    [
-        text(o.line.map(|l| l.to_string())),
-        text(o.reference.as_ref().map(Ref::to_string)),
-        text(o.id.map(|i| i.to_string())),
-        o.status.to_string(),
-        text(o.event.map(|e| e.to_string())),
-        text(o.class.map(|c| c.to_string())),
-        text(b.map(|b| b.booking.to_string())),
-        text(b.map(|b| BookingState::as_str(b.state).to_string())),
-        text(seats),
-        text(labels),
-        text(b.map(|b| seatq_core::outcome::money(b.total_cents))),
-        text(b.and_then(|b| b.held_until).map(|t| t.to_rfc3339())),
-        text(o.error_code.clone()),
-        text(o.error_message.clone()),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
     use crate::SeatRequest;
+    use crate::bulk::Format;
+    use crate::limits::MAX_BATCH_NAME_CHARS;
+    use crate::outcome_file::{OutcomeWriter, csv_record};
+    use crate::request::Request;
 
     fn book(customer: &str) -> Request {
         Request::Book(SeatRequest::new(1, 2, 3, customer))
@@ -1016,27 +533,5 @@ mod tests {
         assert_eq!(groups, [(Some(1), Some(3), 2), (Some(2), Some(1), 1)]);
         assert_eq!(summary.errors.get("invalid_json"), Some(&1));
         assert!(summary.any_failed());
-    }
-
-    #[test]
-    fn csv_outcomes_have_a_header_and_a_line_each() {
-        let mut out = OutcomeWriter::new(Format::Csv, Vec::new()).expect("writer");
-        let refused = PartyOutcome {
-            line: Some(4),
-            reference: Some("A, 1".into()),
-            id: None,
-            status: PartyStatus::Refused,
-            event: None,
-            class: None,
-            booking: None,
-            error_code: Some("invalid_json".into()),
-            error_message: Some("expected value".into()),
-        };
-        out.write(&refused).expect("write");
-        let text = String::from_utf8(out.finish().expect("finish")).expect("UTF-8");
-        assert_eq!(
-            text,
-            format!("{}\n4,\"A, 1\",,refused,,,,,,,,,invalid_json,expected value\n", OUTCOME_COLUMNS.join(","))
-        );
     }
 }

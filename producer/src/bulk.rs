@@ -2,7 +2,7 @@
 //! `{"kind": …, "payload": {…}, "ref"?: …, "idempotency_key"?: …, "priority"?: …, "run_at"?: "<RFC 3339 time>"}`
 //! or as CSV (see [`parse_csv`]). `ref` is the submitter's own reference for
 //! the line (a string or an integer), which its outcome carries back as it
-//! was given ([`crate::batch::Ref`]). Every line is parsed and validated before anything is
+//! was given ([`Ref`]). Every line is parsed and validated before anything is
 //! enqueued, so a bad line (not UTF-8, not JSON or CSV, not a valid request)
 //! is reported with its number and reason and never half enqueued.
 
@@ -10,17 +10,16 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::batch::Ref;
-use crate::client::NewRequest;
-use crate::csv_lines::{self, Dialect, Refusal};
+use crate::lines::{self, BadLine, Dialect, Refusal, numbered_lines};
+use crate::new_request::{self, NewRequest};
 use crate::outcome::ErrorCode;
 use crate::request::Request;
-use crate::{RequestError, batch, json, validate};
+use crate::{RequestError, json, validate};
 
-/// The two forms of a request file (and of an outcome file, [`crate::batch::OutcomeWriter`]).
+/// The two forms of a request file (and of an outcome file, [`crate::OutcomeWriter`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// One JSON object a line.
@@ -47,6 +46,98 @@ impl Format {
             Format::Jsonl => parse(reader),
             Format::Csv => parse_csv(reader),
         }
+    }
+}
+
+/// A line's `ref`, the submitter's own reference for a party, as the file
+/// gave it: text, or an integer (JSON lines `"ref": 7`), which its outcome
+/// gives back as an integer. Either way the ref is its text: the party's key
+/// derives from it and the database keeps it (`batch_ref` is text), so `7`
+/// and `"7"` are one ref, and a batch read back from the database
+/// ([`Client::batch_results`](crate::Client::batch_results)) has every ref as text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ref {
+    text: String,
+    integer: bool,
+}
+
+impl Ref {
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether it was given as an integer.
+    pub fn is_integer(&self) -> bool {
+        self.integer
+    }
+}
+
+impl std::ops::Deref for Ref {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for Ref {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl From<String> for Ref {
+    fn from(text: String) -> Ref {
+        Ref { text, integer: false }
+    }
+}
+
+impl From<&str> for Ref {
+    fn from(text: &str) -> Ref {
+        Ref::from(text.to_string())
+    }
+}
+
+impl From<i64> for Ref {
+    fn from(n: i64) -> Ref {
+        Ref { text: n.to_string(), integer: true }
+    }
+}
+
+impl From<u64> for Ref {
+    fn from(n: u64) -> Ref {
+        Ref { text: n.to_string(), integer: true }
+    }
+}
+
+impl Serialize for Ref {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.integer {
+            if let Ok(n) = self.text.parse::<i64>() {
+                return s.serialize_i64(n);
+            }
+            if let Ok(n) = self.text.parse::<u64>() {
+                return s.serialize_u64(n);
+            }
+        }
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ref {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ref, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Text(String),
+            Signed(i64),
+            Unsigned(u64),
+        }
+        Ok(match Given::deserialize(d)? {
+            Given::Text(text) => Ref::from(text),
+            Given::Signed(n) => Ref::from(n),
+            Given::Unsigned(n) => Ref::from(n),
+        })
     }
 }
 
@@ -114,17 +205,6 @@ impl Parsed {
     }
 }
 
-/// A line that cannot be enqueued (or imported); serialised as
-/// `{"line", "code", "reason"}`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct BadLine {
-    /// 1-based line number.
-    pub line: usize,
-    /// The error code (`invalid_json` when the line is not a request object).
-    pub code: String,
-    pub reason: String,
-}
-
 /// Parse and validate every line (blank lines are skipped). Only an I/O
 /// error reading the file fails the whole parse; a line that is not valid
 /// UTF-8 is a bad line like any other.
@@ -175,7 +255,7 @@ fn json_ref(v: &Value) -> Result<Ref, RequestError> {
         let message = format!("ref: expected a string or an integer, got {got}");
         return Err(RequestError { code: ErrorCode::WrongType, message });
     };
-    batch::check_ref(&reference)?;
+    new_request::check_ref(&reference)?;
     Ok(reference)
 }
 
@@ -233,9 +313,9 @@ const LINE_COLUMNS: [&str; 5] = ["kind", "ref", "idempotency_key", "priority", "
 /// field, as a JSON line would be. Only an I/O error fails the whole parse.
 pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
     let mut parsed = Parsed::default();
-    let records = csv_lines::records(reader, Dialect { lenient: false })?;
+    let records = lines::records(reader, Dialect { lenient: false })?;
     let no_header = "no header line (kind, and the payload's fields as columns)";
-    let (columns, lines) = match csv_lines::after_header(records, csv_header, no_header) {
+    let (columns, lines) = match lines::after_header(records, csv_header, no_header) {
         Ok(read) => read,
         Err(bad) => {
             parsed.bad = bad;
@@ -317,7 +397,7 @@ fn csv_line(columns: &[String], cells: &[String]) -> (Option<Ref>, Result<NewReq
             }
         }
     }
-    let checked_ref = reference.as_deref().map(batch::check_ref).transpose();
+    let checked_ref = reference.as_deref().map(new_request::check_ref).transpose();
     let request = match (error, checked_ref) {
         (Some(e), _) | (None, Err(e)) => Err(e),
         (None, Ok(_)) => new_request(kind, &Value::Object(payload), key, priority, run_at),
@@ -338,30 +418,6 @@ fn csv_value(cell: &str, how: Cell) -> Value {
         Cell::Integers => Value::Array(cell.split([' ', ',', ';']).filter(|s| !s.is_empty()).map(integer).collect()),
         Cell::Text => Value::from(cell),
     }
-}
-
-/// The lines of a file, numbered from 1, each without its line ending (and
-/// the first without a byte-order mark, as some editors write one), or why
-/// it is not UTF-8: what every line-by-line file reader here starts from.
-pub(crate) fn numbered_lines(
-    mut reader: impl BufRead,
-) -> impl Iterator<Item = std::io::Result<(usize, Result<String, std::str::Utf8Error>)>> {
-    let mut buf = Vec::new();
-    let mut n = 0;
-    std::iter::from_fn(move || {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
-            Err(e) => return Some(Err(e)),
-            Ok(0) => return None,
-            Ok(_) => n += 1,
-        }
-        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        if n == 1 {
-            bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
-        }
-        Some(Ok((n, std::str::from_utf8(bytes).map(str::to_string))))
-    })
 }
 
 #[cfg(test)]

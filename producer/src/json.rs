@@ -98,7 +98,7 @@ impl<'de> DeserializeSeed<'de> for Keys<'_> {
 impl<'de> Visitor<'de> for Keys<'_> {
     type Value = ();
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 

@@ -5,25 +5,11 @@
 //! `FOR UPDATE SKIP LOCKED`, allocate seats all-or-nothing and write the
 //! outcome back onto the request, in one short transaction.
 //!
-//! This crate is the producer's library:
-//!
-//! - [`client`]: enqueue (also inside the caller's own transaction:
-//!   [`enqueue_in`]), wait for outcomes (every waiter of a client sharing one
-//!   listening connection), stats, invariant checks;
-//! - [`availability`]: free seats and prices per class, and the seat map, for a storefront;
-//! - [`view_cache`]: the client's shared, short-lived cache of them, for every page view;
-//! - [`bulk`]: request files (JSON lines or CSV), checked line by line;
-//! - [`batch`]: thousands of parties under one name, enqueued so that the
-//!   file can be submitted again safely, their outcomes streamed as they
-//!   finish and read back later from the database alone;
-//! - [`venue`]: venue files (an event's seat map), checked line by line, to
-//!   import with [`Client::import_event`];
-//! - [`json`]: reading the JSON text of both, refusing a field named twice;
-//! - [`sql`]: the statements the client runs.
-//!
-//! The shared core is re-exported from `seatq-core`: [`request`] (the
-//! request types), [`validate`], [`outcome`] (results, error codes,
-//! statuses), [`db`] (connecting and migrating) and [`retry`].
+//! This crate is the producer's library: a [`Client`] enqueues requests (one,
+//! many, whole files as a [`Batch`], or inside the caller's own transaction
+//! with [`enqueue_in`]), waits for their outcomes (every waiter of a client
+//! sharing one listening connection), shows a storefront what is free, keeps
+//! the inventory of events and seats, and reads what an operator needs.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), seatq::Error> {
@@ -35,24 +21,76 @@
 //! println!("{:?}: {:?}", outcome.status, outcome.booking());
 //! # Ok(()) }
 //! ```
+//!
+//! # Layout
+//!
+//! The modules stand in floors: each imports only from the floors below it,
+//! never from its own floor's neighbours' floors above, so there is no import
+//! cycle (`producer/tests/layers.rs` checks it from the sources).
+//!
+//! ```text
+//!  client/             Client: mod.rs the handle; one impl block a concern:
+//!                      enqueue, wait, batches, storefront, inventory, operations
+//!    │
+//!  batch               Batch: parties under one name, keys, Submitted, Summary
+//!  view_cache          the client's cache of availability views
+//!    │
+//!  bulk                request files (JSON lines, CSV) read and checked, Ref
+//!  venue               venue files read and checked
+//!  outcome_file        PartyOutcome, PartyStatus, OutcomeWriter (on bulk)
+//!    │
+//!  new_request         NewRequest, InBatch, check_name, check_ref  ┐
+//!  retry               Retry, Backoff                              │ the ground
+//!  keys                new_idempotency_key, batch parties' keys    │ floor:
+//!  lines               BadLine, text lines and CSV records         │ import
+//!  json                JSON text, a field named twice refused      │ nothing of
+//!  availability        what a storefront shows                     │ this crate's
+//!  waiters             the waiter hub (private)                    │
+//!  sql                 the client's statements                     ┘
+//! ```
+//!
+//! Below them all is `seatq-core`, re-exported: [`request`] (the request
+//! types), [`validate`], [`outcome`] (results, error codes, statuses),
+//! [`error`], [`limits`], [`db`] (connecting and migrating) and [`sqlstate`].
+//! Its jittered backoff is not re-exported: retrying is [`Retry`].
+
+#![forbid(unsafe_code)]
+#![warn(future_incompatible, nonstandard_style, rust_2018_idioms, unreachable_pub)]
 
 pub mod availability;
 pub mod batch;
 pub mod bulk;
-pub mod client;
-mod csv_lines;
+mod client;
 pub mod json;
+mod keys;
+mod lines;
+pub mod new_request;
+pub mod outcome_file;
+mod retry;
+#[doc(hidden)]
 pub mod sql;
 pub mod venue;
 pub mod view_cache;
 mod waiters;
 
-pub use availability::{AvailabilityView, ClassAvailability, ClassPrices, LayoutSeat, MapSeat, SeatStates};
-pub use batch::{Batch, PartyOutcome, Summary};
-pub use client::{Client, EventChanges, EventSummary, Latency, NewRequest, SeatGroup, Stats, Violation, WorkerInfo, enqueue_in};
+pub use crate::{
+    availability::{AvailabilityView, ClassAvailability, ClassPrices, LayoutSeat, MapSeat, SeatStates},
+    batch::{Batch, BatchStatus, Submitted, Summary},
+    client::{
+        Client,
+        enqueue::enqueue_in,
+        inventory::{EventChanges, EventSummary, SeatGroup},
+        operations::{Latency, Stats, Violation, WorkerInfo},
+    },
+    keys::new_idempotency_key,
+    lines::BadLine,
+    new_request::{InBatch, NewRequest},
+    outcome_file::{OutcomeWriter, PartyOutcome, PartyStatus},
+    retry::{Backoff, Retry},
+    view_cache::ViewCacheStats,
+};
 pub use seatq_core::{
     BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
     SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, request,
-    retry, sqlstate, validate,
+    sqlstate, validate,
 };
-pub use view_cache::ViewCacheStats;

@@ -24,9 +24,8 @@ use std::io::Read;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-pub use crate::bulk::BadLine;
-use crate::csv_lines::{self, Dialect};
 use crate::limits::{MAX_EVENT_NAME_CHARS, MAX_LABEL_CHARS, MAX_SECTION_CHARS};
+use crate::lines::{self, BadLine, Dialect};
 use crate::outcome::ErrorCode;
 use crate::{RequestError, validate};
 
@@ -148,9 +147,9 @@ struct JsonVenue {
 /// Parse a CSV venue file. Only an I/O error fails the whole parse.
 pub fn parse_csv(reader: impl Read) -> std::io::Result<Venue> {
     let mut venue = Venue::default();
-    let records = csv_lines::records(reader, Dialect { lenient: true })?;
+    let records = lines::records(reader, Dialect { lenient: true })?;
     let no_header = format!("no header line ({})", COLUMNS.join(","));
-    let (order, lines) = match csv_lines::after_header(records, header, &no_header) {
+    let (order, lines) = match lines::after_header(records, header, &no_header) {
         Ok(read) => read,
         Err(bad) => {
             venue.bad = bad;
@@ -188,7 +187,11 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Venue> {
 /// 1): an event nobody can book is a mistake, and would stay listed.
 fn no_seats(venue: &mut Venue, what: &str) {
     if venue.seats.is_empty() && venue.bad.is_empty() {
-        venue.bad.push(BadLine { line: 1, code: "no_seats".into(), reason: format!("the venue has no seats ({what})") });
+        venue.bad.push(BadLine {
+            line: 1,
+            code: "no_seats".into(),
+            reason: format!("the venue has no seats ({what})"),
+        });
     }
 }
 
@@ -494,11 +497,19 @@ mod tests {
             (NewEvent { name: "n".repeat(201), ..ok.clone() }, "name: 201 characters; at most 200"),
             (NewEvent { venue: Some("The \u{202e}Globe".into()), ..ok.clone() }, "venue: must not contain"),
             (
-                NewEvent { sales_from: at("2030-02-01T00:00:00Z"), sales_until: at("2030-01-01T00:00:00Z"), ..ok.clone() },
+                NewEvent {
+                    sales_from: at("2030-02-01T00:00:00Z"),
+                    sales_until: at("2030-01-01T00:00:00Z"),
+                    ..ok.clone()
+                },
                 "sales_until: sales would close",
             ),
             (
-                NewEvent { sales_from: at("2030-02-01T00:00:00Z"), starts_at: at("2030-01-01T00:00:00Z"), ..ok.clone() },
+                NewEvent {
+                    sales_from: at("2030-02-01T00:00:00Z"),
+                    starts_at: at("2030-01-01T00:00:00Z"),
+                    ..ok.clone()
+                },
                 "starts_at: sales would close",
             ),
             (NewEvent { per_customer: Some(0), ..ok.clone() }, "per_customer: 0"),

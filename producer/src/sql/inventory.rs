@@ -80,7 +80,7 @@ ORDER BY e.id";
 /// (free, held, booked, not for sale), with the price range, in the order
 /// of the sections' first rows; from `seatq.seat_map`, so a producer login
 /// may run it.
-pub const EVENT_SEAT_MAP: &str = "
+pub const SEAT_GROUPS: &str = "
 SELECT section, class, state, count(*) AS seats,
        min(price_cents) AS min_price_cents, max(price_cents) AS max_price_cents
 FROM seatq.seat_map($1)

@@ -1,10 +1,14 @@
-//! CSV files read line by line, for request files ([`crate::bulk`]) and
-//! venue files ([`crate::venue`]) alike: the records (by the `csv` crate,
-//! RFC 4180 quoting), each numbered by the line it starts on, then a header
-//! and the lines after it. A record that cannot be read, or a header that
-//! cannot, is a [`BadLine`] like any other, reported where it stands.
+//! Files read line by line, for request files ([`crate::bulk`]) and venue
+//! files ([`crate::venue`]) alike, and the [`BadLine`] each reports for a
+//! line it cannot take. Imports nothing of this crate's.
 //!
-//! A record is one line: no field of either kind of file may hold a line
+//! JSON lines are [`numbered_lines`]. CSV files are [`records`] (by the
+//! `csv` crate, RFC 4180 quoting), each numbered by the line it starts on,
+//! then a header and the lines after it ([`after_header`]). A record that
+//! cannot be read, or a header that cannot, is a [`BadLine`] like any other,
+//! reported where it stands.
+//!
+//! A CSV record is one line: no field of either kind of file may hold a line
 //! break (names, refs and labels refuse control characters). A quoted field
 //! that runs over line breaks is therefore a quote left open by mistake,
 //! which would read the lines after it as part of one field: the record is
@@ -12,9 +16,42 @@
 //! each swallowed line is a bad line of its own, so that every line of the
 //! file is answered.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 
-use crate::bulk::BadLine;
+/// A line that cannot be enqueued (or imported); serialised as
+/// `{"line", "code", "reason"}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// The error code (`invalid_json` when the line is not a request object).
+    pub code: String,
+    pub reason: String,
+}
+
+/// The lines of a file, numbered from 1, each without its line ending (and
+/// the first without a byte-order mark, as some editors write one), or why
+/// it is not UTF-8: what every line-by-line file reader here starts from.
+pub(crate) fn numbered_lines(
+    mut reader: impl BufRead,
+) -> impl Iterator<Item = std::io::Result<(usize, Result<String, std::str::Utf8Error>)>> {
+    let mut buf = Vec::new();
+    let mut n = 0;
+    std::iter::from_fn(move || {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Err(e) => return Some(Err(e)),
+            Ok(0) => return None,
+            Ok(_) => n += 1,
+        }
+        let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if n == 1 {
+            bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
+        }
+        Some(Ok((n, std::str::from_utf8(bytes).map(str::to_string))))
+    })
+}
 
 /// How a kind of file is read beyond RFC 4180.
 #[derive(Debug, Clone, Copy)]

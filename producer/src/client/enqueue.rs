@@ -1,0 +1,290 @@
+//! Enqueueing: one request ([`Client::enqueue`], or [`enqueue_in`] in the
+//! caller's own transaction), many in one statement
+//! ([`Client::enqueue_many`]), any number in one transaction, retried
+//! without ever storing them twice ([`Client::enqueue_all`]), unvalidated
+//! ones ([`Client::enqueue_raw`]); and the idempotency conflicts a batch
+//! would meet.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::postgres::PgExecutor;
+
+use super::Client;
+use crate::new_request::{InBatch, NewRequest};
+use crate::outcome::ErrorCode;
+use crate::retry::Retry;
+use crate::{Error, RequestError, sql, validate};
+
+/// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
+const BULK_CHUNK: usize = 1000;
+
+/// Enqueueing.
+impl Client {
+    /// Validate and enqueue one request; returns its id. An idempotency key
+    /// already used for another kind or payload is refused with
+    /// [`Error::Invalid`] ([`ErrorCode::IdempotencyConflict`]).
+    pub async fn enqueue(&self, new: impl Into<NewRequest>) -> Result<i64, Error> {
+        enqueue_in(&self.pool, new).await
+    }
+
+    /// Validate and enqueue many requests in one statement; returns their ids
+    /// in order. Nothing is enqueued if any request is invalid, or if any
+    /// reuses an idempotency key for another kind or payload (the whole batch
+    /// is refused with [`ErrorCode::IdempotencyConflict`], naming the key; see
+    /// [`Client::idempotency_conflicts`] to find such requests first).
+    pub async fn enqueue_many(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Error> {
+        for new in batch {
+            new.check()?;
+        }
+        Ok(enqueue_chunk(&self.pool, batch).await?)
+    }
+
+    /// The requests of `batch` (by position, from 0) whose idempotency key
+    /// was first used for another kind or payload, by a stored request or an
+    /// earlier request of the batch, each with the refusal enqueueing it
+    /// would meet. A check before enqueueing, to report such requests one by
+    /// one (`seatq enqueue --file` does, by line); a conflicting request
+    /// stored meanwhile by someone else is still refused by the enqueue.
+    pub async fn idempotency_conflicts(&self, batch: &[NewRequest]) -> Result<Vec<(usize, RequestError)>, Error> {
+        Ok(self
+            .conflicts(batch)
+            .await?
+            .into_iter()
+            .map(|c| {
+                let message = format!(
+                    "idempotency key {} was first used by {} with another kind or payload",
+                    validate::quoted(&c.key),
+                    c.first
+                );
+                (c.position, RequestError { code: ErrorCode::IdempotencyConflict, message })
+            })
+            .collect())
+    }
+
+    /// The requests of `batch` whose key was first used for another kind or
+    /// payload (see [`Client::idempotency_conflicts`]), unworded.
+    pub(crate) async fn conflicts(&self, batch: &[NewRequest]) -> Result<Vec<Conflict>, Error> {
+        if batch.iter().all(|n| n.idempotency_key.is_none()) {
+            return Ok(Vec::new());
+        }
+        let kinds: Vec<&str> = batch.iter().map(|n| n.request.kind()).collect();
+        let payloads: Vec<Value> = batch.iter().map(|n| n.request.payload()).collect();
+        let keys: Vec<Option<&str>> = batch.iter().map(|n| n.idempotency_key.as_deref()).collect();
+        let rows: Vec<(i64, String, Option<i64>, Option<i64>)> = sqlx::query_as(sql::queue::IDEMPOTENCY_CONFLICTS)
+            .bind(kinds)
+            .bind(payloads)
+            .bind(keys)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(position, key, first_id, first_position)| {
+                let first = match (first_id, first_position) {
+                    (Some(id), _) => format!("request {id}"),
+                    (None, Some(p)) => format!("request {p} of this batch"),
+                    (None, None) => "another request".to_string(),
+                };
+                Conflict { position: position as usize - 1, key, first }
+            })
+            .collect())
+    }
+
+    /// Validate and enqueue any number of requests in one transaction (a
+    /// thousand rows per statement), all or nothing; returns their ids in
+    /// order. Nothing is enqueued if any request is invalid.
+    ///
+    /// A connection-level failure is retried under `retry`, the whole
+    /// transaction again: until COMMIT is sent nothing is stored, so that is
+    /// safe even for requests without an idempotency key. If the connection
+    /// is lost during COMMIT itself, the outcome is unknown to the client;
+    /// it then asks the server whether that transaction committed
+    /// (`pg_xact_status`), and enqueues again only if it did not, so a file
+    /// is never enqueued twice. When the server cannot tell in time, the
+    /// answer is [`Error::CommitUnknown`].
+    pub async fn enqueue_all(&self, batch: &[NewRequest], retry: &Retry) -> Result<Vec<i64>, Error> {
+        for new in batch {
+            new.check()?;
+        }
+        let mut backoff = retry.backoff();
+        let mut lost: Option<LostCommit> = None;
+        loop {
+            if let Some(commit) = lost.take() {
+                match self.xact_status(&commit.xid).await {
+                    Ok(Some(status)) if status == "committed" => return Ok(commit.ids),
+                    Ok(Some(status)) if status == "aborted" => {} // nothing was stored: enqueue again
+                    // The lost session has not ended yet, or the server is still away.
+                    Ok(Some(status)) if status == "in progress" => {
+                        let why = format!("transaction {} is still in progress", commit.xid);
+                        if !backoff.sleep("the session of the lost COMMIT has not ended yet; asking again", &why).await
+                        {
+                            return Err(commit.unknown());
+                        }
+                        lost = Some(commit);
+                        continue;
+                    }
+                    Err(e) if e.is_connection_error() => {
+                        if !backoff.pause("asking whether the lost COMMIT committed", &e).await {
+                            return Err(commit.unknown());
+                        }
+                        lost = Some(commit);
+                        continue;
+                    }
+                    // NULL (too old to tell), or an error: the server cannot say.
+                    _ => return Err(commit.unknown()),
+                }
+            }
+            match self.enqueue_all_once(batch).await {
+                Ok(ids) => return Ok(ids),
+                Err(Attempt::Failed(e)) => {
+                    if !backoff.pause("enqueueing", &e).await {
+                        return Err(e);
+                    }
+                }
+                Err(Attempt::CommitLost(commit)) => {
+                    let what = "the connection was lost during COMMIT; asking the server whether it committed";
+                    if !backoff.sleep(what, &commit.source).await {
+                        return Err(commit.unknown());
+                    }
+                    lost = Some(commit);
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`Client::enqueue_all`].
+    async fn enqueue_all_once(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Attempt> {
+        let failed = |e: sqlx::Error| Attempt::Failed(Error::from(e));
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut ids = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(BULK_CHUNK) {
+            ids.extend(enqueue_chunk(&mut *tx, chunk).await.map_err(failed)?);
+        }
+        let xid: String = sqlx::query_scalar(sql::queue::CURRENT_XACT_ID).fetch_one(&mut *tx).await.map_err(failed)?;
+        match tx.commit().await {
+            Ok(()) => Ok(ids),
+            Err(source) if crate::sqlstate::is_connection_level(&source) => {
+                Err(Attempt::CommitLost(LostCommit { xid, ids, source }))
+            }
+            // The server answered: it did not commit.
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// Whether a transaction committed: `committed`, `aborted`, `in
+    /// progress`, or `None` when it is too old to tell.
+    async fn xact_status(&self, xid: &str) -> Result<Option<String>, Error> {
+        Ok(sqlx::query_scalar(sql::queue::XACT_STATUS).bind(xid).fetch_one(&self.pool).await?)
+    }
+
+    /// Enqueue requests exactly as given, unvalidated (the worker will fail
+    /// bad ones with a clear error). For tools that pass JSON straight through.
+    pub async fn enqueue_raw(
+        &self,
+        kinds: &[&str],
+        payloads: &[Value],
+        options: impl Iterator<Item = (Option<String>, i16)>,
+    ) -> Result<Vec<i64>, Error> {
+        let (keys, priorities): (Vec<Option<String>>, Vec<i32>) = options.map(|(k, p)| (k, i32::from(p))).unzip();
+        let run_at: Vec<Option<DateTime<Utc>>> = vec![None; kinds.len()];
+        let none: Vec<Option<String>> = vec![None; kinds.len()];
+        let ids = sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
+            .bind(kinds)
+            .bind(payloads)
+            .bind(keys)
+            .bind(priorities)
+            .bind(run_at)
+            .bind(&none)
+            .bind(&none)
+            .bind(vec![None::<i32>; kinds.len()])
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(ids)
+    }
+}
+
+/// Validate and enqueue one request on `executor`: a connection, a pool, or
+/// the caller's own transaction (`seatq::enqueue_in(&mut *tx, request)`),
+/// so that, say, a shop's order row and its booking request commit together
+/// or not at all. Returns the request's id; the request is processed once
+/// the transaction commits (workers never see it before).
+///
+/// Refused like [`Client::enqueue`]: an invalid request before anything is
+/// sent, and an idempotency key first used for another kind or payload with
+/// [`Error::Invalid`] ([`ErrorCode::IdempotencyConflict`]). The database
+/// raises the latter, which aborts the caller's transaction (PostgreSQL
+/// aborts a transaction on any error); enqueue under a savepoint
+/// (`tx.begin()`) to carry on after one.
+pub async fn enqueue_in<'c>(executor: impl PgExecutor<'c>, new: impl Into<NewRequest>) -> Result<i64, Error> {
+    let new = new.into();
+    new.check()?;
+    let batch = new.batch.as_ref();
+    let id = sqlx::query_scalar(sql::queue::ENQUEUE)
+        .bind(new.request.kind())
+        .bind(new.request.payload())
+        .bind(&new.idempotency_key)
+        .bind(i32::from(new.priority))
+        .bind(new.run_at)
+        .bind(batch.map(|b| b.name.as_str()))
+        .bind(batch.and_then(|b| b.reference.as_deref()))
+        .bind(batch.and_then(InBatch::line_number))
+        .fetch_one(executor)
+        .await?;
+    Ok(id)
+}
+
+/// Enqueue one chunk of requests on `executor` in one statement.
+async fn enqueue_chunk<'c>(executor: impl PgExecutor<'c>, chunk: &[NewRequest]) -> Result<Vec<i64>, sqlx::Error> {
+    let kinds: Vec<&str> = chunk.iter().map(|n| n.request.kind()).collect();
+    let payloads: Vec<Value> = chunk.iter().map(|n| n.request.payload()).collect();
+    let keys: Vec<Option<&str>> = chunk.iter().map(|n| n.idempotency_key.as_deref()).collect();
+    let priorities: Vec<i32> = chunk.iter().map(|n| i32::from(n.priority)).collect();
+    let run_at: Vec<Option<DateTime<Utc>>> = chunk.iter().map(|n| n.run_at).collect();
+    let batches: Vec<Option<&str>> = chunk.iter().map(|n| n.batch.as_ref().map(|b| b.name.as_str())).collect();
+    let refs: Vec<Option<&str>> = chunk.iter().map(|n| n.batch.as_ref().and_then(|b| b.reference.as_deref())).collect();
+    let lines: Vec<Option<i32>> = chunk.iter().map(|n| n.batch.as_ref().and_then(InBatch::line_number)).collect();
+    sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
+        .bind(kinds)
+        .bind(payloads)
+        .bind(keys)
+        .bind(priorities)
+        .bind(run_at)
+        .bind(batches)
+        .bind(refs)
+        .bind(lines)
+        .fetch_all(executor)
+        .await
+}
+
+/// A request of a batch whose idempotency key was first used for another
+/// kind or payload.
+pub(crate) struct Conflict {
+    /// Its place in the batch, from 0.
+    pub(crate) position: usize,
+    pub(crate) key: String,
+    /// The first use: `request N`, or `request N of this batch`.
+    pub(crate) first: String,
+}
+
+/// How one attempt of [`Client::enqueue_all`] failed.
+enum Attempt {
+    /// Before COMMIT, or refused by the server: nothing was stored.
+    Failed(Error),
+    /// The connection was lost during COMMIT: it may have committed.
+    CommitLost(LostCommit),
+}
+
+/// A transaction whose COMMIT was sent but not answered.
+struct LostCommit {
+    /// Its id, as `pg_current_xact_id()` gave it.
+    xid: String,
+    /// The ids its statements returned (valid if it committed).
+    ids: Vec<i64>,
+    /// How the connection was lost.
+    source: sqlx::Error,
+}
+
+impl LostCommit {
+    fn unknown(self) -> Error {
+        Error::CommitUnknown { xid: self.xid, source: self.source }
+    }
+}

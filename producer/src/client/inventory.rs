@@ -1,0 +1,254 @@
+//! Inventory: events and their seats, made (a classic layout, or a venue
+//! file imported), listed, shown by section and class, closed, edited,
+//! deleted.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::Client;
+use crate::outcome::ErrorCode;
+use crate::venue::{NewEvent, VenueSeat};
+use crate::{Error, RequestError, SeatAvailability, sql, sqlstate, validate};
+
+/// Inventory: events and their seats.
+impl Client {
+    /// Create (or find) an event by name and give it `seats` seats, `per_row`
+    /// to a row, in the classic layout (see `sql::inventory::ADD_SEATS`).
+    /// Idempotent. Returns the event id.
+    pub async fn add_event(&self, name: &str, seats: i32, per_row: i32) -> Result<i64, Error> {
+        let ids = self.add_events(&[name.to_string()], seats, per_row).await?;
+        ids.first().copied().ok_or_else(|| Error::Db(sqlx::Error::RowNotFound))
+    }
+
+    /// Events by name, each with `seats` seats, `per_row` to a row, in the
+    /// classic layout, in one transaction of two statements whatever their
+    /// number. Idempotent. Returns the ids in the order of `names`.
+    pub async fn add_events(&self, names: &[String], seats: i32, per_row: i32) -> Result<Vec<i64>, Error> {
+        let mut tx = self.pool.begin().await?;
+        let ids: Vec<i64> = sqlx::query_scalar(sql::inventory::ADD_EVENTS).bind(names).fetch_all(&mut *tx).await?;
+        sqlx::query(sql::inventory::ADD_SEATS).bind(&ids).bind(seats).bind(per_row.max(1)).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// The demo inventory: `flights` events named "Flight 1".. of `seats`
+    /// seats, six to a row. Idempotent. Returns the event ids.
+    pub async fn seed(&self, flights: i32, seats: i32) -> Result<Vec<i64>, Error> {
+        let names: Vec<String> = (1..=flights).map(|n| format!("Flight {n}")).collect();
+        self.add_events(&names, seats, 6).await
+    }
+
+    /// Create `event` with these seats (from a venue file:
+    /// [`crate::venue`]), all in one transaction: seats numbered 1.. in the
+    /// order given, one row number per section and row (in order of first
+    /// appearance), seats not for sale blocked. Refused, importing nothing:
+    /// an event whose fields do not hold together ([`NewEvent::check`]:
+    /// [`ErrorCode::InvalidEvent`](crate::outcome::ErrorCode)), one with no
+    /// seats (the same code), or a name that is taken
+    /// ([`ErrorCode::EventExists`](crate::outcome::ErrorCode), naming the
+    /// event that has it). Returns the event id.
+    pub async fn import_event(&self, event: &NewEvent, seats: &[VenueSeat]) -> Result<i64, Error> {
+        event.check()?;
+        if seats.is_empty() {
+            let message = "seats: the venue has no seats".to_string();
+            return Err(RequestError { code: ErrorCode::InvalidEvent, message }.into());
+        }
+        match self.import_event_unchecked(event, seats).await {
+            Err(Error::Db(e)) if sqlstate::is_unique_violation(&e) => {
+                let id: Option<i64> = sqlx::query_scalar(sql::inventory::EVENT_BY_NAME)
+                    .bind(&event.name)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let which = id.map_or(String::new(), |id| format!(" (event {id})"));
+                let message = format!("name: an event named {} exists already{which}", validate::quoted(&event.name));
+                Err(RequestError { code: ErrorCode::EventExists, message }.into())
+            }
+            other => other,
+        }
+    }
+
+    async fn import_event_unchecked(&self, event: &NewEvent, seats: &[VenueSeat]) -> Result<i64, Error> {
+        let mut rows: BTreeMap<(&str, &str), i32> = BTreeMap::new();
+        let row_nos: Vec<i32> = seats
+            .iter()
+            .map(|s| {
+                let next = rows.len() as i32 + 1;
+                *rows.entry((s.section.as_str(), s.row_label.as_str())).or_insert(next)
+            })
+            .collect();
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(sql::inventory::IMPORT_EVENT)
+            .bind(&event.name)
+            .bind(&event.venue)
+            .bind(event.starts_at)
+            .bind(event.sales_from)
+            .bind(event.sales_until)
+            .bind(event.per_customer)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(sql::inventory::IMPORT_SEATS)
+            .bind(id)
+            .bind(row_nos)
+            .bind(seats.iter().map(|s| s.pos).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.class).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.price_cents).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.section.as_str()).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.row_label.as_str()).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.label.as_str()).collect::<Vec<_>>())
+            .bind(seats.iter().map(|s| s.for_sale).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Every event (or only `event`), with its sales window and seat
+    /// counts. A producer login may call it.
+    pub async fn events(&self, event: Option<i64>) -> Result<Vec<EventSummary>, Error> {
+        Ok(sqlx::query_as(sql::inventory::LIST_EVENTS).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// Event `event`'s seats in groups of one section, class and state, as a
+    /// storefront sees them (`seatq event show`). A producer login may call it.
+    pub async fn seat_groups(&self, event: i64) -> Result<Vec<SeatGroup>, Error> {
+        Ok(sqlx::query_as(sql::inventory::SEAT_GROUPS).bind(event).fetch_all(&self.pool).await?)
+    }
+
+    /// Stop event `event`'s sales now: holds and books are refused
+    /// (`sales_closed`) from then on, and live holds lapse at once (a hold
+    /// never outlives its event's sales; to let checkouts under way finish,
+    /// move `sales_until` a few minutes ahead with [`Client::edit_event`]
+    /// instead). Whether the event exists.
+    pub async fn close_event(&self, event: i64) -> Result<bool, Error> {
+        let closed: Option<i64> =
+            sqlx::query_scalar(sql::inventory::CLOSE_EVENT).bind(event).fetch_optional(&self.pool).await?;
+        Ok(closed.is_some())
+    }
+
+    /// Change event `event`'s fields: each of `changes` that is set replaces
+    /// the event's own, the result checked as an import's is
+    /// ([`NewEvent::check`]; a name taken by another event is
+    /// [`ErrorCode::EventExists`]). Live holds are cut to the end of the
+    /// sales as edited. Whether the event exists.
+    pub async fn edit_event(&self, event: i64, changes: &EventChanges) -> Result<bool, Error> {
+        let mut tx = self.pool.begin().await?;
+        let Some(mut edited) =
+            sqlx::query_as::<_, NewEvent>(sql::inventory::LOCK_EVENT).bind(event).fetch_optional(&mut *tx).await?
+        else {
+            return Ok(false);
+        };
+        changes.apply_to(&mut edited);
+        edited.check()?;
+        let done = sqlx::query_scalar::<_, i64>(sql::inventory::EDIT_EVENT)
+            .bind(event)
+            .bind(&edited.name)
+            .bind(&edited.venue)
+            .bind(edited.starts_at)
+            .bind(edited.sales_from)
+            .bind(edited.sales_until)
+            .bind(edited.per_customer)
+            .fetch_optional(&mut *tx)
+            .await;
+        match done {
+            Err(e) if sqlstate::is_unique_violation(&e) => {
+                let message = format!("name: an event named {} exists already", validate::quoted(&edited.name));
+                Err(RequestError { code: ErrorCode::EventExists, message }.into())
+            }
+            Err(e) => Err(e.into()),
+            Ok(done) => {
+                tx.commit().await?;
+                Ok(done.is_some())
+            }
+        }
+    }
+
+    /// Delete event `event` and its seats: for an event made by mistake
+    /// (a test import, a wrong file). Refused ([`ErrorCode::EventInUse`])
+    /// once anyone booked it (a booking in any state is history the event
+    /// must keep: close it instead) or while a request for it is queued.
+    /// Whether the event existed.
+    pub async fn delete_event(&self, event: i64) -> Result<bool, Error> {
+        let mut tx = self.pool.begin().await?;
+        let found: Option<NewEvent> =
+            sqlx::query_as(sql::inventory::LOCK_EVENT).bind(event).fetch_optional(&mut *tx).await?;
+        if found.is_none() {
+            return Ok(false);
+        }
+        let in_use: bool = sqlx::query_scalar(sql::inventory::EVENT_IN_USE).bind(event).fetch_one(&mut *tx).await?;
+        if in_use {
+            let message = format!(
+                "event {event} has bookings or queued requests and cannot be deleted; close its sales instead (seatq event close {event})"
+            );
+            return Err(RequestError { code: ErrorCode::EventInUse, message }.into());
+        }
+        let deleted: Option<i64> =
+            sqlx::query_scalar(sql::inventory::DELETE_EVENT).bind(event).fetch_optional(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(deleted.is_some())
+    }
+}
+
+/// Changes to an event's fields ([`Client::edit_event`]): each one set
+/// replaces the event's own; unset ones are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventChanges {
+    pub name: Option<String>,
+    pub venue: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub sales_from: Option<DateTime<Utc>>,
+    pub sales_until: Option<DateTime<Utc>>,
+    pub per_customer: Option<i32>,
+}
+
+impl EventChanges {
+    fn apply_to(&self, event: &mut NewEvent) {
+        let EventChanges { name, venue, starts_at, sales_from, sales_until, per_customer } = self.clone();
+        event.name = name.unwrap_or(std::mem::take(&mut event.name));
+        event.venue = venue.or(event.venue.take());
+        event.starts_at = starts_at.or(event.starts_at);
+        event.sales_from = sales_from.or(event.sales_from);
+        event.sales_until = sales_until.or(event.sales_until);
+        event.per_customer = per_customer.or(event.per_customer);
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == EventChanges::default()
+    }
+}
+
+/// An event as `seatq event list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventSummary {
+    pub id: i64,
+    pub name: String,
+    pub venue: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub sales_from: Option<DateTime<Utc>>,
+    pub sales_until: Option<DateTime<Utc>>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub per_customer: Option<i32>,
+    /// Why sales refuse now (`not_on_sale`, `sales_closed`), or none: on sale.
+    pub refusal: Option<String>,
+    pub seats: i64,
+    pub free: i64,
+    pub taken: i64,
+    /// Not for sale.
+    pub blocked: i64,
+}
+
+/// Seats of one section, class and state.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SeatGroup {
+    pub section: String,
+    pub class: i16,
+    /// How they show to a storefront: free (a lapsed hold too), held, booked
+    /// or not for sale.
+    pub state: SeatAvailability,
+    pub seats: i64,
+    pub min_price_cents: i32,
+    pub max_price_cents: i32,
+}

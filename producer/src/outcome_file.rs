@@ -153,6 +153,16 @@ enum Out<W: Write> {
     Csv(Box<csv::Writer<W>>),
 }
 
+impl<W: Write> std::fmt::Debug for OutcomeWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let format = match self.out {
+            Out::Jsonl(_) => "jsonl",
+            Out::Csv(_) => "csv",
+        };
+        f.debug_struct("OutcomeWriter").field("format", &format).finish_non_exhaustive()
+    }
+}
+
 impl<W: Write> OutcomeWriter<W> {
     /// A writer of `format` on `out` (CSV: the header is written at once).
     pub fn new(format: Format, out: W) -> std::io::Result<OutcomeWriter<W>> {

@@ -38,6 +38,7 @@ use seatq_core::retry::Jitter;
 pub const MAX_SAVEPOINTS: usize = 32;
 
 /// Which requests a batch claims.
+#[derive(Debug)]
 pub enum Claim<'a> {
     /// The next due requests, up to this many.
     Next(i64),

@@ -301,6 +301,38 @@ fn rfc3339(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         .map_err(|e| format!("{e}: expected an RFC 3339 time such as 2030-01-31T18:00:00Z"))
 }
 
+/// An event's own fields, as `event import` sets them (over a JSON file's)
+/// and `event edit` changes them: each given replaces, each left out is kept.
+#[derive(Debug, ClapArgs)]
+struct EventFields {
+    /// The event's name (import: required for CSV; overrides the JSON's).
+    #[arg(long)]
+    name: Option<String>,
+    /// Where it takes place.
+    #[arg(long)]
+    venue: Option<String>,
+    /// When it starts (RFC 3339). On import, sales end then unless --sales-until says otherwise; an edit
+    /// does not move --sales-until.
+    #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+    starts_at: Option<DateTime<Utc>>,
+    /// On sale from (RFC 3339) [import default: at once].
+    #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+    sales_from: Option<DateTime<Utc>>,
+    /// On sale until (RFC 3339) [import default: the start].
+    #[arg(long, value_name = "TIME", value_parser = rfc3339)]
+    sales_until: Option<DateTime<Utc>>,
+    /// At most this many seats per customer (live holds and bookings) [import default: no limit].
+    #[arg(long, value_name = "SEATS")]
+    per_customer: Option<i32>,
+}
+
+impl From<EventFields> for seatq::EventChanges {
+    fn from(f: EventFields) -> Self {
+        let EventFields { name, venue, starts_at, sales_from, sales_until, per_customer } = f;
+        seatq::EventChanges { name, venue, starts_at, sales_from, sales_until, per_customer }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum EventCommand {
     /// Create an event from a venue file, all or nothing: CSV (a header naming
@@ -311,24 +343,8 @@ enum EventCommand {
         /// The file (.csv or .json; "-" for CSV on standard input).
         #[arg(long)]
         file: String,
-        /// The event's name (required for CSV; overrides the JSON's).
-        #[arg(long)]
-        name: Option<String>,
-        /// Where it takes place.
-        #[arg(long)]
-        venue: Option<String>,
-        /// When it starts (RFC 3339); sales end then unless --sales-until says otherwise.
-        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
-        starts_at: Option<DateTime<Utc>>,
-        /// On sale from (RFC 3339) [default: at once].
-        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
-        sales_from: Option<DateTime<Utc>>,
-        /// On sale until (RFC 3339) [default: the start].
-        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
-        sales_until: Option<DateTime<Utc>>,
-        /// At most this many seats per customer (live holds and bookings) [default: no limit].
-        #[arg(long, value_name = "SEATS")]
-        per_customer: Option<i32>,
+        #[command(flatten)]
+        fields: EventFields,
     },
     /// List the events, with their sales windows and seat counts.
     List,
@@ -350,24 +366,8 @@ enum EventCommand {
     Edit {
         /// The event's id.
         id: i64,
-        /// The event's new name.
-        #[arg(long)]
-        name: Option<String>,
-        /// Where it takes place.
-        #[arg(long)]
-        venue: Option<String>,
-        /// When it starts (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
-        starts_at: Option<DateTime<Utc>>,
-        /// On sale from (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
-        sales_from: Option<DateTime<Utc>>,
-        /// On sale until (RFC 3339).
-        #[arg(long, value_name = "TIME", value_parser = rfc3339)]
-        sales_until: Option<DateTime<Utc>>,
-        /// At most this many seats per customer (live holds and bookings).
-        #[arg(long, value_name = "SEATS")]
-        per_customer: Option<i32>,
+        #[command(flatten)]
+        fields: EventFields,
     },
     /// Delete an event nobody has booked (a test import, a wrong file) with its seats. Refused
     /// (event_in_use) once it has any booking or a queued request: close it instead.
@@ -890,7 +890,8 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
 async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
     let json = ctx.json;
     match command {
-        EventCommand::Import { file, name, venue, starts_at, sales_from, sales_until, per_customer } => {
+        EventCommand::Import { file, fields } => {
+            let EventFields { name, venue, starts_at, sales_from, sales_until, per_customer } = fields;
             let parsed = if file == "-" {
                 seatq::venue::parse_csv(std::io::stdin().lock())
             } else {
@@ -974,8 +975,8 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                 println!("event {id}: sales closed");
             }
         }
-        EventCommand::Edit { id, name, venue, starts_at, sales_from, sales_until, per_customer } => {
-            let changes = seatq::EventChanges { name, venue, starts_at, sales_from, sales_until, per_customer };
+        EventCommand::Edit { id, fields } => {
+            let changes = seatq::EventChanges::from(fields);
             if changes.is_empty() {
                 return Err(Usage(
                     "nothing to change: give --name, --venue, --starts-at, --sales-from, --sales-until or --per-customer"

@@ -90,20 +90,12 @@ ORDER BY min(row_no), class, state";
 /// Stop event $1's sales now (kept if already closed), and cut its live
 /// holds to that moment, seats and bookings alike: a hold never outlives its
 /// event's sales, so they lapse at once (confirm is then `hold_expired`) and
-/// the sweeper releases them. Whether the event exists.
+/// the sweeper releases them (`seatq.cut_holds`). Whether the event exists.
 pub const CLOSE_EVENT: &str = "
 WITH closed AS (
     UPDATE seatq.events SET closed_at = coalesce(closed_at, now()) WHERE id = $1 RETURNING id, closed_at
-), held_seats AS (
-    UPDATE seatq.seats s SET held_until = c.closed_at
-    FROM closed c
-    WHERE s.event_id = c.id AND s.state = 'held' AND s.held_until > c.closed_at
-), holds AS (
-    UPDATE seatq.bookings b SET held_until = c.closed_at
-    FROM closed c
-    WHERE b.event_id = c.id AND b.state = 'held' AND b.held_until > c.closed_at
 )
-SELECT id FROM closed";
+SELECT id FROM closed, seatq.cut_holds(id, closed_at)";
 
 /// Event $1 as it stands, locked until the transaction ends (for an edit).
 pub const LOCK_EVENT: &str = "
@@ -121,16 +113,8 @@ WITH edited AS (
     SET name = $2, venue = $3, starts_at = $4, sales_from = $5, sales_until = $6, per_customer = $7
     WHERE id = $1
     RETURNING id, seatq.sales_end(sales_until, closed_at) AS sales_end
-), held_seats AS (
-    UPDATE seatq.seats s SET held_until = e.sales_end
-    FROM edited e
-    WHERE s.event_id = e.id AND s.state = 'held' AND s.held_until > e.sales_end
-), holds AS (
-    UPDATE seatq.bookings b SET held_until = e.sales_end
-    FROM edited e
-    WHERE b.event_id = e.id AND b.state = 'held' AND b.held_until > e.sales_end
 )
-SELECT id FROM edited";
+SELECT id FROM edited, seatq.cut_holds(id, sales_end)";
 
 /// Whether event $1 has been used: any booking of it (live, lapsed or
 /// cancelled: history), or a request naming it still queued.

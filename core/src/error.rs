@@ -11,9 +11,10 @@ pub struct RequestError {
 }
 
 impl RequestError {
-    /// The stable error code recorded on a failed request.
-    pub fn code(&self) -> &'static str {
-        self.code.as_str()
+    /// The stable error code recorded on a failed request (the field, as a
+    /// method for callers holding an `&dyn` error or a reference chain).
+    pub fn code(&self) -> ErrorCode {
+        self.code
     }
 }
 
@@ -24,6 +25,7 @@ impl RequestError {
 /// chain (`anyhow`'s `{:#}`) should skip a cause already shown, as the `seatq`
 /// CLI does.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The database URL does not parse.
     #[error("bad database URL: {0}")]
@@ -133,7 +135,7 @@ impl Error {
         match self {
             Error::BadUrl(_) => "bad_url",
             Error::Unreachable { .. } => "unreachable",
-            Error::Invalid(refused) => refused.code(),
+            Error::Invalid(refused) => refused.code.as_str(),
             Error::NotFound(_) => "not_found",
             Error::Timeout(_) => "timeout",
             Error::CommitUnknown { .. } => "commit_unknown",

@@ -29,6 +29,19 @@ macro_rules! labelled {
                 self.into()
             }
         }
+
+        /// Compared with a label as stored and serialised (`"sold_out"`).
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
     };
 }
 
@@ -170,7 +183,12 @@ pub fn booked_places(seats: &[SeatInfo]) -> String {
 
 labelled! {
     /// Stable error codes recorded in `seatq.requests.error_code` (and one,
-    /// `idempotency_conflict`, of an enqueue refused outright).
+    /// `idempotency_conflict`, of an enqueue refused outright). Codes are
+    /// added as seatq grows: a match outside seatq needs an arm for the ones
+    /// to come. (Request kinds, statuses and states stay exhaustive: a new
+    /// one changes what every reader must handle, and the compiler should
+    /// name each place.)
+    #[non_exhaustive]
     pub enum ErrorCode {
         /// The kind is not hold, book, confirm, cancel or extend.
         UnknownKind,

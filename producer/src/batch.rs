@@ -15,6 +15,10 @@
 //! `batch_ref`, `batch_line`), so a batch can be read back from the database
 //! alone, on any machine: [`Client::batch_status`], [`Client::batch_results`].
 //!
+//! [`Client::enqueue_batch`]: crate::Client::enqueue_batch
+//! [`Client::batch_status`]: crate::Client::batch_status
+//! [`Client::batch_results`]: crate::Client::batch_results
+//!
 //! ```no_run
 //! # async fn demo(client: seatq::Client) -> Result<(), seatq::Error> {
 //! use futures_util::StreamExt as _;
@@ -86,7 +90,7 @@ impl Batch {
         })
     }
 
-    /// A batch of a parsed file ([`Format::parse`]): its good lines are the
+    /// A batch of a parsed file ([`Format::parse`](crate::bulk::Format::parse)): its good lines are the
     /// parties, its bad lines stay refused, and lines that share a ref are
     /// refused too (each naming the others: which of them was meant cannot
     /// be told).
@@ -379,7 +383,7 @@ impl Summary {
     }
 }
 
-/// A batch as the database holds it ([`Client::batch_status`]).
+/// A batch as the database holds it ([`Client::batch_status`](crate::Client::batch_status)).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchStatus {
     pub name: String,

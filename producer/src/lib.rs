@@ -24,38 +24,47 @@
 //!
 //! # Layout
 //!
-//! The modules stand in floors: each imports only from the floors below it,
-//! never from its own floor's neighbours' floors above, so there is no import
-//! cycle (`producer/tests/layers.rs` checks it from the sources).
+//! The modules stand in floors, each importing only from the floors below
+//! it (and `outcome_file` from `bulk`, beside it), never from above: there
+//! is no import cycle, which `producer/tests/layers.rs` checks from the
+//! sources, file by file and module by module.
 //!
 //! ```text
-//!  client/             Client: mod.rs the handle; one impl block a concern:
-//!                      enqueue, wait, batches, storefront, inventory, operations
-//!    │
-//!  batch               Batch: parties under one name, keys, Submitted, Summary
-//!  view_cache          the client's cache of availability views
-//!    │
-//!  bulk                request files (JSON lines, CSV) read and checked, Ref
-//!  venue               venue files read and checked
-//!  outcome_file        PartyOutcome, PartyStatus, OutcomeWriter (on bulk)
-//!    │
-//!  new_request         NewRequest, InBatch, check_name, check_ref  ┐
-//!  retry               Retry, Backoff                              │ the ground
-//!  keys                new_idempotency_key, batch parties' keys    │ floor:
-//!  lines               BadLine, text lines and CSV records         │ import
-//!  json                JSON text, a field named twice refused      │ nothing of
-//!  availability        what a storefront shows                     │ this crate's
-//!  waiters             the waiter hub (private)                    │
-//!  sql                 the client's statements                     ┘
+//!  client/        Client, one impl block a concern, each importing Client from mod.rs:
+//!                 mod.rs (the handle: pool, waiter hub, view cache), enqueue, wait,
+//!                 batches, storefront, inventory, operations
+//!     │
+//!  batch          Batch: parties under one name and their keys, Submitted, Summary
+//!     │
+//!  bulk           request files (JSON lines, CSV) read and checked; Format, Ref
+//!  venue          venue files read and checked
+//!  outcome_file   PartyOutcome, PartyStatus, OutcomeWriter (on bulk's Format and Ref)
+//!  view_cache     the client's cache of availability views
+//!  waiters        the waiter hub (private)
+//!     │
+//!  new_request    NewRequest, InBatch, check_name, check_ref     ┐ the ground floor:
+//!  retry          Retry, Backoff                                 │ imports nothing
+//!  keys           new_idempotency_key, batch parties' keys       │ of this crate's
+//!  lines          BadLine, text lines and CSV records            │
+//!  json           JSON text, a field named twice refused         │
+//!  availability   what a storefront shows                        │
+//!  sql            the client's statements                        ┘
 //! ```
 //!
 //! Below them all is `seatq-core`, re-exported: [`request`] (the request
 //! types), [`validate`], [`outcome`] (results, error codes, statuses),
 //! [`error`], [`limits`], [`db`] (connecting and migrating) and [`sqlstate`].
 //! Its jittered backoff is not re-exported: retrying is [`Retry`].
+//!
+//! The root re-exports, below, what a user of the crate needs; the modules
+//! keep their functions and constants (`seatq::bulk::parse`,
+//! `seatq::venue::parse_csv`, `seatq::outcome_file::OUTCOME_COLUMNS`).
+//! `seatq::sql` is public only because the end-to-end tests run a few of
+//! its statements themselves, and hidden from the docs.
 
-#![forbid(unsafe_code)]
-#![warn(future_incompatible, nonstandard_style, rust_2018_idioms, unreachable_pub)]
+// Beyond the workspace's lints (Cargo.toml, [workspace.lints]), which this
+// crate takes too.
+#![warn(rust_2018_idioms, unreachable_pub)]
 
 pub mod availability;
 pub mod batch;
@@ -67,12 +76,15 @@ mod lines;
 pub mod new_request;
 pub mod outcome_file;
 mod retry;
+// Public only for the end-to-end tests, which run a few statements themselves
+// (`seatq::sql::queue::COUNT_UNFINISHED`, `ENQUEUE_MANY`, `IDEMPOTENCY_CONFLICTS`).
 #[doc(hidden)]
 pub mod sql;
 pub mod venue;
 pub mod view_cache;
 mod waiters;
 
+// What a user needs, in one block: this crate's, then seatq-core's.
 pub use crate::{
     availability::{AvailabilityView, ClassAvailability, ClassPrices, LayoutSeat, MapSeat, SeatStates},
     batch::{Batch, BatchStatus, Submitted, Summary},

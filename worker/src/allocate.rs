@@ -34,12 +34,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::sql::allocation;
+use crate::sql::allocation::{self, EventSeat, LockedSeat, NamedSeat};
 use seatq_core::outcome::{ErrorCode, SeatInfo};
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
-use crate::choose::{self, Chosen, Customer, Events, Group, How, Key, NamedSeat, Rules, Run, Runs, Wanted, limited};
+use crate::choose::{self, Chosen, Customer, Events, Group, How, Key, Rules, Run, Runs, Wanted, limited};
 use crate::decision::{Decision, ProcessError};
 use crate::take::{self, Grant};
 
@@ -47,59 +47,6 @@ use crate::take::{self, Grant};
 /// before a party whose blocks were each partly held elsewhere counts as
 /// contended.
 const ROUNDS: usize = 3;
-
-/// One row of [`allocation::LOCK_CHEAPEST`]: a locked seat of group `grp`
-/// (1-based), or a NULL seat for a group that got none.
-#[derive(sqlx::FromRow)]
-struct LockedRow {
-    grp: i64,
-    known: bool,
-    refusal: Option<String>,
-    per_customer: Option<i32>,
-    seat: Option<i32>,
-    class: Option<i16>,
-    row: Option<i32>,
-    pos: Option<i32>,
-    price_cents: Option<i32>,
-    section: Option<String>,
-    row_label: Option<String>,
-    label: Option<String>,
-}
-
-impl LockedRow {
-    fn seat(self) -> Option<SeatInfo> {
-        Some(SeatInfo {
-            seat: self.seat?,
-            class: self.class?,
-            row: self.row?,
-            pos: self.pos?,
-            price_cents: self.price_cents?,
-            section: self.section?,
-            row_label: self.row_label?,
-            label: self.label?,
-        })
-    }
-}
-
-/// A seat of some event, as [`allocation::LOCK_FREE_SEATS`] returns it.
-#[derive(sqlx::FromRow)]
-struct EventSeat {
-    event: i64,
-    #[sqlx(flatten)]
-    seat: SeatInfo,
-}
-
-/// A row of [`allocation::FREE_RUNS`]: a run of adjacent free seats in one
-/// row, or none, for group `grp`.
-#[derive(sqlx::FromRow)]
-struct RunRow {
-    grp: i64,
-    row: Option<i32>,
-    seats: Option<Vec<i32>>,
-    positions: Option<Vec<i32>>,
-    prices: Option<Vec<i32>>,
-    has_class: bool,
-}
 
 /// Allocate seats for these requests (in claim order) inside the caller's
 /// transaction (or savepoint). Returns one decision per request, in order.
@@ -214,51 +161,22 @@ async fn cheapest_rows(
     conn: &mut PgConnection,
     groups: &[Group],
     strategy: Strategy,
-) -> Result<Vec<LockedRow>, ProcessError> {
-    let sql = match strategy {
-        Strategy::SkipLocked => allocation::LOCK_CHEAPEST,
-        Strategy::Blocking => allocation::LOCK_CHEAPEST_WAIT,
-        Strategy::Nowait => allocation::LOCK_CHEAPEST_NOWAIT,
-        Strategy::Serializable => allocation::PICK_CHEAPEST,
-    };
-    let mut query = bind_groups(sqlx::query_as(sql), groups);
-    if strategy == Strategy::SkipLocked {
-        query = query.bind(allocation::SPREAD_FROM_NEED);
-    }
-    Ok(query.fetch_all(&mut *conn).await?)
-}
-
-/// Run every statement above once, with nothing to lock or read, so that a
-/// new connection has them prepared and planned before its first batch (see
-/// `crate::warm`).
-pub async fn warm(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessError> {
-    let none: &[i64] = &[];
-    cheapest_rows(conn, &[], strategy).await?;
-    sqlx::query(allocation::COUNT_FREE).bind(none).bind(&[] as &[i16]).bind(&[] as &[i32]).execute(&mut *conn).await?;
-    sqlx::query(allocation::EVENT_RULES).bind(none).execute(&mut *conn).await?;
-    sqlx::query(allocation::LOCK_NAMED).bind(none).bind(&[] as &[i32]).execute(&mut *conn).await?;
-    sqlx::query(allocation::FREE_RUNS).bind(none).bind(&[] as &[i16]).bind(&[] as &[i32]).execute(&mut *conn).await?;
-    sqlx::query(allocation::LOCK_FREE_SEATS).bind(none).bind(&[] as &[i32]).execute(&mut *conn).await?;
-    sqlx::query(allocation::CUSTOMER_SEATS)
-        .bind(none)
-        .bind(&[] as &[&str])
-        .bind(&[] as &[&str])
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
+) -> Result<Vec<LockedSeat>, ProcessError> {
+    let (events, classes, need) = columns(groups);
+    let lock = allocation::LockCheapest { strategy, events: &events, classes: &classes, need: &need };
+    Ok(lock.query().fetch_all(&mut *conn).await?)
 }
 
 /// Statement 2: the rules of these events.
 async fn event_rules(conn: &mut PgConnection, mut ids: Vec<i64>, events: &mut Events) -> Result<(), ProcessError> {
     ids.sort_unstable();
     ids.dedup();
-    let rows: Vec<(i64, Option<String>, Option<i32>)> =
-        sqlx::query_as(allocation::EVENT_RULES).bind(&ids).fetch_all(&mut *conn).await?;
+    let rows = allocation::EventRules { events: &ids }.query().fetch_all(&mut *conn).await?;
     for id in ids {
         events.entry(id).or_insert(None);
     }
-    for (id, refusal_code, per_customer) in rows {
-        events.insert(id, Some(Rules { refusal: refusal(refusal_code.as_deref())?, per_customer }));
+    for r in rows {
+        events.insert(r.id, Some(Rules { refusal: refusal(r.refusal.as_deref())?, per_customer: r.per_customer }));
     }
     Ok(())
 }
@@ -274,7 +192,7 @@ async fn lock_named<'w>(
         return Ok(HashMap::new());
     }
     let rows: Vec<NamedSeat> =
-        sqlx::query_as(allocation::LOCK_NAMED).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
+        allocation::LockNamed { events: &events, seats: &seat_nos }.query().fetch_all(&mut *conn).await?;
     Ok(rows.into_iter().map(|s| ((s.event, s.seat.seat), s)).collect())
 }
 
@@ -295,12 +213,11 @@ async fn free_runs<'w>(
         return Ok(runs);
     }
     let keys: Vec<(i64, i16)> = smallest.keys().copied().collect();
-    let rows: Vec<RunRow> = sqlx::query_as(allocation::FREE_RUNS)
-        .bind(keys.iter().map(|k| k.0).collect::<Vec<_>>())
-        .bind(keys.iter().map(|k| k.1).collect::<Vec<_>>())
-        .bind(smallest.values().copied().collect::<Vec<_>>())
-        .fetch_all(&mut *conn)
-        .await?;
+    let events: Vec<i64> = keys.iter().map(|k| k.0).collect();
+    let classes: Vec<i16> = keys.iter().map(|k| k.1).collect();
+    let party: Vec<i32> = smallest.values().copied().collect();
+    let runs_of = allocation::FreeRuns { events: &events, classes: &classes, party: &party };
+    let rows = runs_of.query().fetch_all(&mut *conn).await?;
     for r in rows {
         let key = usize::try_from(r.grp - 1).ok().and_then(|k| keys.get(k)).copied();
         let key = key.ok_or_else(|| unexpected_group(r.grp))?;
@@ -328,13 +245,13 @@ async fn count_free(conn: &mut PgConnection, groups: &mut [Group]) -> Result<(),
         return Ok(());
     }
     let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
-    let free: Vec<(i64, i64, bool)> =
-        bind_groups(sqlx::query_as(allocation::COUNT_FREE), subset.iter().copied()).fetch_all(&mut *conn).await?;
-    for (k, free, has_class) in free {
-        let g = usize::try_from(k - 1).ok().and_then(|k| short.get(k)).copied();
-        let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(k))?;
-        group.contended = free > group.locked.len() as i64;
-        group.has_class = has_class;
+    let (events, classes, need) = columns(subset.iter().copied());
+    let counts = allocation::CountFree { events: &events, classes: &classes, need: &need };
+    for c in counts.query().fetch_all(&mut *conn).await? {
+        let g = usize::try_from(c.grp - 1).ok().and_then(|k| short.get(k)).copied();
+        let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(c.grp))?;
+        group.contended = c.free > group.locked.len() as i64;
+        group.has_class = c.has_class;
     }
     Ok(())
 }
@@ -358,18 +275,17 @@ async fn customer_seats<'w>(
     if customers.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<(i64, bool, i64)> = sqlx::query_as(allocation::CUSTOMER_SEATS)
-        .bind(customers.iter().map(|c| c.0).collect::<Vec<_>>())
-        .bind(customers.iter().map(|c| c.1).collect::<Vec<_>>())
-        .bind(customers.iter().map(|c| c.2).collect::<Vec<_>>())
-        .fetch_all(&mut *conn)
-        .await?;
+    let events: Vec<i64> = customers.iter().map(|c| c.0).collect();
+    let producers: Vec<&str> = customers.iter().map(|c| c.1).collect();
+    let names: Vec<&str> = customers.iter().map(|c| c.2).collect();
+    let counts = allocation::CustomerSeats { events: &events, producers: &producers, customers: &names };
+    let rows = counts.query().fetch_all(&mut *conn).await?;
     rows.into_iter()
-        .map(|(k, locked, used)| {
-            let customer = usize::try_from(k - 1).ok().and_then(|k| customers.get(k)).copied();
+        .map(|r| {
+            let customer = usize::try_from(r.idx - 1).ok().and_then(|k| customers.get(k)).copied();
             customer
-                .map(|c| (c, locked.then_some(used)))
-                .ok_or_else(|| ProcessError::Internal(format!("no customer {k}")))
+                .map(|c| (c, r.locked.then_some(r.used)))
+                .ok_or_else(|| ProcessError::Internal(format!("no customer {}", r.idx)))
         })
         .collect()
 }
@@ -393,22 +309,20 @@ async fn lock_blocks(
             .flat_map(|(i, block)| block.iter().map(move |&s| (wanted[*i].request.event, s)))
             .unzip();
         let rows: Vec<EventSeat> =
-            sqlx::query_as(allocation::LOCK_FREE_SEATS).bind(events).bind(seat_nos).fetch_all(&mut *conn).await?;
+            allocation::LockFreeSeats { events: &events, seats: &seat_nos }.query().fetch_all(&mut *conn).await?;
         let locked: HashMap<Key, SeatInfo> = rows.into_iter().map(|s| ((s.event, s.seat.seat), s.seat)).collect();
         chosen.settle_blocks(wanted, runs, locked, round == ROUNDS);
     }
     Ok(())
 }
 
-/// Bind the groups' events, classes and seats to lock as three arrays.
-fn bind_groups<'q, 'g, O>(
-    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
-    groups: impl IntoIterator<Item = &'g Group> + Clone,
-) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+/// The groups' events, classes and seats to lock, as three arrays (for
+/// [`allocation::LockCheapest`] and [`allocation::CountFree`]).
+fn columns<'g>(groups: impl IntoIterator<Item = &'g Group> + Clone) -> (Vec<i64>, Vec<i16>, Vec<i32>) {
     let events: Vec<i64> = groups.clone().into_iter().map(|g| g.event).collect();
     let classes: Vec<i16> = groups.clone().into_iter().map(|g| g.class).collect();
-    let needs: Vec<i32> = groups.into_iter().map(|g| g.lock).collect();
-    query.bind(events).bind(classes).bind(needs)
+    let need: Vec<i32> = groups.into_iter().map(|g| g.lock).collect();
+    (events, classes, need)
 }
 
 fn unexpected_group(grp: i64) -> ProcessError {

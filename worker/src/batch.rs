@@ -12,11 +12,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 
-use crate::sql::claim;
+use crate::sql::claim::{self, Claimed, Finished};
 use seatq_core::request::Request;
-use serde_json::Value;
 use sqlx::postgres::PgConnection;
-use sqlx::types::Json;
 use sqlx::{Acquire, PgPool};
 
 use crate::Strategy;
@@ -74,17 +72,6 @@ pub struct InHand {
     pub attempts: i32,
 }
 
-/// A claimed request row.
-#[derive(sqlx::FromRow)]
-struct Claimed {
-    id: i64,
-    producer: String,
-    kind: String,
-    payload: Value,
-    attempts: i32,
-    max_attempts: i32,
-}
-
 /// Run one batch transaction. `in_hand` is set to the requests it claims and
 /// emptied once their outcomes commit, so if the batch fails, or is dropped
 /// mid-way (a timeout), it says which requests were in it. With `wake`, a
@@ -106,10 +93,10 @@ pub async fn run(
         _ => pool.begin().await?,
     };
     let rows: Vec<Claimed> = match &claim {
-        Claim::Next(limit) => sqlx::query_as(claim::CLAIM_BATCH).bind(limit).fetch_all(&mut *tx).await?,
+        Claim::Next(limit) => claim::ClaimBatch { limit: *limit }.query().fetch_all(&mut *tx).await?,
         Claim::Retry { ids, .. } => {
             let ids: Vec<i64> = ids.keys().copied().collect();
-            sqlx::query_as(claim::CLAIM_BY_IDS).bind(ids).fetch_all(&mut *tx).await?
+            claim::ClaimByIds { ids: &ids }.query().fetch_all(&mut *tx).await?
         }
     };
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
@@ -191,7 +178,7 @@ pub async fn run(
     let finished: Vec<Finished> = if outcomes.is_empty() {
         Vec::new()
     } else {
-        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Json(&outcomes)).fetch_all(&mut *tx).await?
+        claim::RecordOutcomes { outcomes: &outcomes }.query().fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
     in_hand.clear();
@@ -215,30 +202,20 @@ pub async fn record_failed_attempt(
     metrics: &Metrics,
 ) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let rows: Vec<Claimed> = sqlx::query_as(claim::CLAIM_BY_IDS).bind([request.id]).fetch_all(&mut *tx).await?;
+    let rows = claim::ClaimByIds { ids: &[request.id] }.query().fetch_all(&mut *tx).await?;
     let Some(row) = rows.iter().find(|r| r.attempts == request.attempts) else {
         tx.rollback().await?;
         return Ok(false);
     };
     let outcome = transient(row, &format!("its batch failed: {error}"), 0);
     let requeued = outcome.requeues();
-    let finished: Vec<Finished> =
-        sqlx::query_as(claim::RECORD_OUTCOMES).bind(Json([outcome])).fetch_all(&mut *tx).await?;
+    let finished = claim::RecordOutcomes { outcomes: &[outcome] }.query().fetch_all(&mut *tx).await?;
     tx.commit().await?;
     announce(pool, &finished, metrics).await;
     if requeued {
         Metrics::add(&metrics.requeued, 1);
     }
     Ok(true)
-}
-
-/// A request given a terminal outcome, as [`claim::RECORD_OUTCOMES`] reports it.
-#[derive(sqlx::FromRow)]
-struct Finished {
-    id: i64,
-    kind: String,
-    outcome: String,
-    latency_secs: f64,
 }
 
 /// After the outcomes commit: count them, and wake the clients waiting on
@@ -252,9 +229,8 @@ async fn announce(pool: &PgPool, finished: &[Finished], metrics: &Metrics) {
         metrics.finished(&f.kind, &f.outcome, f.latency_secs);
     }
     let ids: Vec<i64> = finished.iter().map(|f| f.id).collect();
-    if let Err(e) =
-        sqlx::query(claim::NOTIFY_DONE).bind(&ids).bind(seatq_core::sql::notify::DONE_CHANNEL).execute(pool).await
-    {
+    let notify = claim::NotifyDone { ids: &ids, channel: seatq_core::sql::notify::DONE_CHANNEL };
+    if let Err(e) = notify.query().execute(pool).await {
         tracing::warn!(error = %e, requests = ids.len(), "could not notify waiting clients; they will poll");
     }
 }
@@ -416,6 +392,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, Status};
+    use serde_json::Value;
 
     use super::*;
 

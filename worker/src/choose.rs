@@ -26,6 +26,7 @@ use seatq_core::outcome::{ErrorCode, SeatInfo};
 use seatq_core::request::{Request, SeatRequest};
 
 use crate::decision::{Decision, ProcessError};
+use crate::sql::allocation::NamedSeat;
 
 /// A hold (`hold_secs` set) or book.
 #[derive(Debug, Clone, Copy)]
@@ -97,20 +98,6 @@ pub fn limited(events: &Events, event: i64) -> bool {
 
 /// A seat, as a batch tells seats apart.
 pub type Key = (i64, i32);
-
-/// A named seat, as [`crate::sql::allocation::LOCK_NAMED`] found it.
-#[derive(sqlx::FromRow)]
-pub struct NamedSeat {
-    pub event: i64,
-    #[sqlx(flatten)]
-    pub seat: SeatInfo,
-    /// This transaction holds its lock.
-    pub locked: bool,
-    /// Not for sale.
-    pub blocked: bool,
-    /// Free (trusted only where locked).
-    pub free: bool,
-}
 
 /// A run of adjacent free seats in one row, in position order.
 pub struct Run {

@@ -7,7 +7,7 @@
 //! on to it as a batch of one. Every lock is taken with SKIP LOCKED or
 //! NOWAIT: a worker never waits on a row lock.
 
-use crate::sql::bookings;
+use crate::sql::bookings::{self, Booking};
 use seatq_core::limits::MAX_HOLD_SECONDS;
 use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatState};
 use seatq_core::request::{BookingRef, HoldExtension, Request};
@@ -34,7 +34,7 @@ pub async fn process(
         Some(Fault::Hang) => tokio::time::sleep(std::time::Duration::from_secs(3600)).await,
         Some(Fault::Slow) => tokio::time::sleep(fault::SLOW).await,
         Some(Fault::Terminate) => {
-            sqlx::query(crate::sql::fault::TERMINATE_OWN_BACKEND).execute(&mut *conn).await?;
+            crate::sql::fault::TerminateOwnBackend.query().execute(&mut *conn).await?;
         }
         None => {}
     }
@@ -50,20 +50,6 @@ pub async fn process(
     }
 }
 
-/// Loaded and locked booking row.
-#[derive(sqlx::FromRow)]
-struct Booking {
-    id: i64,
-    #[sqlx(rename = "event_id")]
-    event: i64,
-    customer: String,
-    state: BookingState,
-    seats: Vec<i32>,
-    total_cents: i64,
-    held_until: Option<chrono::DateTime<chrono::Utc>>,
-    lapsed: bool,
-}
-
 /// Lock booking `id` for request `request_id` and check that it is
 /// `customer`'s. A booking another producer's request made is not found
 /// ([`bookings::LOCK_BOOKING`]). `Err(decision)` ends the request.
@@ -73,7 +59,7 @@ async fn lock_owned(
     id: i64,
     customer: &str,
 ) -> Result<Result<Booking, Decision>, ProcessError> {
-    let locked = sqlx::query_as::<_, Booking>(bookings::LOCK_BOOKING).bind(id).bind(request_id);
+    let locked = bookings::LockBooking { booking: id, request: request_id }.query();
     let row = match locked.fetch_optional(&mut *conn).await {
         Ok(row) => row,
         Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
@@ -103,15 +89,9 @@ fn owned(row: Option<Booking>, id: i64, customer: &str) -> Result<Booking, Decis
 /// holds one of them. Fewer than the booking lists means the hold lapsed and
 /// someone else took a seat.
 async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: SeatState) -> Result<Option<usize>, ProcessError> {
-    match sqlx::query_as::<_, (i32, bool)>(bookings::LOCK_BOOKING_SEATS)
-        .bind(b.id)
-        .bind(b.event)
-        .bind(&b.seats)
-        .bind(state)
-        .fetch_all(&mut *conn)
-        .await
-    {
-        Ok(rows) => Ok(Some(rows.iter().filter(|(_, owned)| *owned).count())),
+    let lock = bookings::LockBookingSeats { booking: b.id, event: b.event, seats: &b.seats, state };
+    match lock.query().fetch_all(&mut *conn).await {
+        Ok(rows) => Ok(Some(rows.iter().filter(|r| r.owned).count())),
         Err(e) if is_lock_unavailable(&e) => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -130,7 +110,7 @@ async fn confirm(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Re
     if let Some(ended) = lock_hold(conn, &b).await? {
         return Ok(ended);
     }
-    sqlx::query(bookings::CONFIRM).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
+    bookings::Confirm { booking: b.id, event: b.event, seats: &b.seats }.query().execute(&mut *conn).await?;
     booking_result(conn, &b, BookingState::Booked).await
 }
 
@@ -172,7 +152,7 @@ async fn cancel(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Res
     if lock_seats_of(conn, &b, seats).await?.is_none() {
         return Ok(Decision::Contended);
     }
-    sqlx::query(bookings::CANCEL).bind(b.id).bind(b.event).bind(&b.seats).execute(&mut *conn).await?;
+    bookings::Cancel { booking: b.id, event: b.event, seats: &b.seats }.query().execute(&mut *conn).await?;
     booking_result(conn, &b, BookingState::Cancelled).await
 }
 
@@ -196,16 +176,16 @@ async fn extend(conn: &mut PgConnection, request_id: i64, r: &HoldExtension) -> 
     if let Some(ended) = lock_hold(conn, &b).await? {
         return Ok(ended);
     }
-    let (held_until, capped): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(bookings::EXTEND)
-        .bind(b.id)
-        .bind(b.event)
-        .bind(&b.seats)
-        .bind(f64::from(r.hold_secs()))
-        .bind(f64::from(MAX_HOLD_SECONDS))
-        .fetch_one(&mut *conn)
-        .await?;
+    let extend = bookings::Extend {
+        booking: b.id,
+        event: b.event,
+        seats: &b.seats,
+        hold_secs: f64::from(r.hold_secs()),
+        max_hold_secs: f64::from(MAX_HOLD_SECONDS),
+    };
+    let extended = extend.query().fetch_one(&mut *conn).await?;
     let result = result_of(conn, &b, BookingState::Held).await?;
-    Ok(Decision::Done(BookingResult { held_until: Some(held_until), capped, ..result }))
+    Ok(Decision::Done(BookingResult { held_until: Some(extended.until), capped: extended.capped, ..result }))
 }
 
 async fn booking_result(conn: &mut PgConnection, b: &Booking, state: BookingState) -> Result<Decision, ProcessError> {
@@ -214,7 +194,7 @@ async fn booking_result(conn: &mut PgConnection, b: &Booking, state: BookingStat
 
 /// The booking as it now stands, in `state`.
 async fn result_of(conn: &mut PgConnection, b: &Booking, state: BookingState) -> Result<BookingResult, ProcessError> {
-    let seats = sqlx::query_as(bookings::SEAT_DETAILS).bind(b.event).bind(&b.seats).fetch_all(&mut *conn).await?;
+    let seats = bookings::SeatDetails { event: b.event, seats: &b.seats }.query().fetch_all(&mut *conn).await?;
     Ok(BookingResult {
         booking: b.id,
         event: b.event,
@@ -253,13 +233,12 @@ mod tests {
 
     #[test]
     fn only_the_customer_changes_a_live_booking() {
-        let (code, message) = refusal(owned(None, 41, "ann").err().expect("not found"));
+        let (code, message) = refusal(owned(None, 41, "ann").expect_err("not found"));
         assert_eq!((code, message.as_str()), (ErrorCode::BookingNotFound, "booking 41 does not exist"));
-        let (code, message) =
-            refusal(owned(Some(booking(BookingState::Held, false)), 41, "bob").err().expect("not his"));
+        let (code, message) = refusal(owned(Some(booking(BookingState::Held, false)), 41, "bob").expect_err("not his"));
         assert_eq!((code, message.as_str()), (ErrorCode::NotYourHold, "booking 41 belongs to another customer"));
         // Another customer hears that it is not theirs before that it lapsed.
-        let lapsed = owned(Some(booking(BookingState::Held, true)), 41, "bob").err().expect("not his");
+        let lapsed = owned(Some(booking(BookingState::Held, true)), 41, "bob").expect_err("not his");
         assert_eq!(refusal(lapsed).0, ErrorCode::NotYourHold);
         for state in [BookingState::Held, BookingState::Booked, BookingState::Cancelled] {
             let b = owned(Some(booking(state, false)), 41, "ann").expect("hers");
@@ -272,7 +251,7 @@ mod tests {
         for (state, lapsed) in
             [(BookingState::Held, true), (BookingState::Expired, false), (BookingState::Expired, true)]
         {
-            let (code, message) = refusal(owned(Some(booking(state, lapsed)), 41, "ann").err().expect("lapsed"));
+            let (code, message) = refusal(owned(Some(booking(state, lapsed)), 41, "ann").expect_err("lapsed"));
             assert_eq!(code, ErrorCode::HoldExpired);
             assert_eq!(message, "the hold on booking 41 lapsed at 2027-01-15T08:00:00+00:00");
         }

@@ -327,7 +327,7 @@ impl Metrics {
     /// module docs.
     pub async fn queue_gauges(&self, pool: &PgPool) -> QueueGauges {
         let now = tokio::time::timeout(DB_WITHIN, queued_now(pool)).await;
-        let (due, scheduled, oldest_due_secs) = match now {
+        let sql::Queued { due, scheduled, oldest_due_secs } = match now {
             Ok(Ok(now)) => now,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "metrics: queue query failed");
@@ -369,8 +369,8 @@ impl Metrics {
 }
 
 /// Queued requests due and scheduled, and the oldest due one's age.
-async fn queued_now(pool: &PgPool) -> Result<(i64, i64, f64), sqlx::Error> {
-    bounded(pool, |tx| Box::pin(sqlx::query_as(sql::QUEUED_NOW).fetch_one(&mut **tx))).await
+async fn queued_now(pool: &PgPool) -> Result<sql::Queued, sqlx::Error> {
+    bounded(pool, |tx| Box::pin(sql::QueuedNow.query().fetch_one(&mut **tx))).await
 }
 
 /// Run `query` in a transaction of its own (rolled back) under the scrape's
@@ -382,7 +382,8 @@ async fn bounded<T>(
     ) -> futures_util::future::BoxFuture<'t, Result<T, sqlx::Error>>,
 ) -> Result<T, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    sqlx::query(sql::SET_LOCAL_STATEMENT_TIMEOUT).bind(STATEMENT_TIMEOUT_MS.to_string()).execute(&mut *tx).await?;
+    let millis = STATEMENT_TIMEOUT_MS.to_string();
+    sql::SetLocalStatementTimeout { millis: &millis }.query().execute(&mut *tx).await?;
     let answer = query(&mut tx).await?;
     tx.rollback().await?;
     Ok(answer)
@@ -452,7 +453,7 @@ async fn scrape(State(s): State<Served>) -> Response {
 /// 200 when the database answers within [`DB_WITHIN`], else 503.
 async fn health(State(s): State<Served>) -> Response {
     unless_shut_down(&s.shutdown, async {
-        match tokio::time::timeout(DB_WITHIN, sqlx::query(sql::PING).execute(&s.pool)).await {
+        match tokio::time::timeout(DB_WITHIN, sql::Ping.query().execute(&s.pool)).await {
             Ok(Ok(_)) => (StatusCode::OK, "ok\n".to_string()),
             Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")),
             Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: no answer within {DB_WITHIN:?}\n")),

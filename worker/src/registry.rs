@@ -53,16 +53,17 @@ impl Task for Heartbeat {
         let (pool, me) = (&self.pool, &self.me);
         let beat = async {
             match self.id {
-                None => sqlx::query_scalar(registry::REGISTER_WORKER)
-                    .bind(&me.name)
-                    .bind(&me.host)
-                    .bind(me.pid as i32)
-                    .bind(&me.settings)
-                    .fetch_one(pool)
-                    .await
-                    .map(Some),
-                Some(current) => sqlx::query_scalar::<_, bool>(registry::HEARTBEAT)
-                    .bind(current)
+                None => {
+                    let register = registry::RegisterWorker {
+                        name: &me.name,
+                        host: &me.host,
+                        pid: me.pid as i32,
+                        settings: &me.settings,
+                    };
+                    register.query().fetch_one(pool).await.map(Some)
+                }
+                Some(current) => registry::Heartbeat { worker: current }
+                    .query()
                     .fetch_optional(pool)
                     .await
                     .map(|alive| alive.map(|_| current)),
@@ -79,7 +80,7 @@ impl Task for Heartbeat {
             tracing::info!(worker = now, name = %me.name, "registered");
             // The others read the ring again and watch this worker now
             // (`crate::rescue`); should this fail, they do within a round.
-            if let Err(e) = sqlx::query(rescue::ANNOUNCE).execute(pool).await {
+            if let Err(e) = rescue::Announce.query().execute(pool).await {
                 tracing::debug!(error = %e, "could not announce this worker");
             }
         }
@@ -90,7 +91,7 @@ impl Task for Heartbeat {
             self.metrics.last_heartbeat_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
         }
         let dead_after = seatq_core::WORKER_DEAD_AFTER.as_secs_f64();
-        let drop_dead = sqlx::query(registry::DROP_DEAD_WORKERS).bind(dead_after).execute(pool);
+        let drop_dead = registry::DropDeadWorkers { after_secs: dead_after }.query().execute(pool);
         match shutdown.run_until_cancelled(drop_dead).await {
             None => return Round::Stopped,
             Some(Err(e)) => tracing::debug!(error = %e, "dropping dead workers failed"),
@@ -122,7 +123,7 @@ pub async fn run(pool: PgPool, me: Identity, interval: Duration, metrics: Arc<Me
     periodic.run(&mut heartbeat, &shutdown).await;
     let Heartbeat { pool, id, .. } = heartbeat;
     let Some(id) = id else { return };
-    let deregister = sqlx::query(registry::DEREGISTER_WORKER).bind(id).execute(&pool);
+    let deregister = registry::DeregisterWorker { worker: id }.query().execute(&pool);
     match tokio::time::timeout(DEREGISTER_WITHIN, deregister).await {
         Ok(Ok(_)) => tracing::debug!(worker = id, "deregistered"),
         Ok(Err(e)) => tracing::warn!(error = %e, "could not deregister; the row expires by itself"),

@@ -152,20 +152,17 @@ impl Rescuer {
             Some((conn, pid)) => (conn, *pid),
             None => {
                 let mut conn = self.options.connect().await?;
-                sqlx::query(rescue::SET_LOCK_TIMEOUT)
-                    .bind(format!("{}ms", ROUND.as_millis()))
-                    .execute(&mut conn)
-                    .await?;
-                let pid: i32 = sqlx::query_scalar(rescue::BACKEND_PID).fetch_one(&mut conn).await?;
+                let timeout = format!("{}ms", ROUND.as_millis());
+                rescue::SetLockTimeout { timeout: &timeout }.query().execute(&mut conn).await?;
+                let pid = rescue::BackendPid.query().fetch_one(&mut conn).await?;
                 let (conn, pid) = self.watch.insert((conn, pid));
                 (conn, *pid)
             }
         };
-        let ring: Vec<i64> =
-            sqlx::query_scalar(rescue::RING).bind(&self.host).bind(self.pid).fetch_all(&mut *watch).await?;
+        let ring = rescue::Ring { host: &self.host, pid: self.pid }.query().fetch_all(&mut *watch).await?;
         let mut target = None;
         for key in ring {
-            let free: bool = sqlx::query_scalar(rescue::LIFE_LOCK_FREE).bind(key).fetch_one(&mut *watch).await?;
+            let free = rescue::LifeLockFree { key }.query().fetch_one(&mut *watch).await?;
             if !free {
                 target = Some(key);
                 break;
@@ -187,7 +184,7 @@ impl Rescuer {
             }
             return Ok(());
         };
-        let wait = sqlx::query(rescue::AWAIT_LIFE_LOCK).bind(key).execute(&mut *watch);
+        let wait = rescue::AwaitLifeLock { key }.query().execute(&mut *watch);
         tokio::pin!(wait);
         let waited = tokio::select! {
             waited = &mut wait => waited,
@@ -197,7 +194,7 @@ impl Rescuer {
                 // session is idle meanwhile and of the same login.
                 self.news = true;
                 if let Some(life) = &mut self.life {
-                    sqlx::query(rescue::CANCEL_WAIT).bind(watch_pid).execute(&mut *life).await?;
+                    rescue::CancelWait { pid: watch_pid }.query().execute(&mut *life).await?;
                 }
                 wait.await
             }
@@ -225,15 +222,11 @@ impl Rescuer {
             }
         };
         if self.holds {
-            sqlx::query(metrics::PING).execute(&mut *life).await?;
+            metrics::Ping.query().execute(&mut *life).await?;
         } else {
-            self.holds = sqlx::query_scalar(rescue::HOLD_LIFE_LOCK)
-                .bind(&self.host)
-                .bind(self.pid)
-                .fetch_one(&mut *life)
-                .await?;
+            self.holds = rescue::HoldLifeLock { host: &self.host, pid: self.pid }.query().fetch_one(&mut *life).await?;
             if self.holds {
-                sqlx::query(rescue::ANNOUNCE).execute(&mut *life).await?;
+                rescue::Announce.query().execute(&mut *life).await?;
             } else {
                 tracing::debug!("another session holds this process's life lock; this worker is not watched");
             }

@@ -44,14 +44,11 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
 /// Returns what it did and whether more may be left.
 pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let seats: i64 = sqlx::query_scalar(expiry::SWEEP_SEATS).bind(SWEEP_BATCH).fetch_one(&mut *tx).await?;
+    let seats = expiry::SweepSeats { limit: SWEEP_BATCH }.query().fetch_one(&mut *tx).await?;
     // Each expired hold is announced on HOLD_LAPSED_CHANNEL from inside this
     // transaction: a listener woken by it reads the booking already expired.
-    let bookings: i64 = sqlx::query_scalar(expiry::SWEEP_BOOKINGS)
-        .bind(SWEEP_BATCH)
-        .bind(HOLD_LAPSED_CHANNEL)
-        .fetch_one(&mut *tx)
-        .await?;
+    let expire = expiry::SweepBookings { limit: SWEEP_BATCH, channel: HOLD_LAPSED_CHANNEL };
+    let bookings = expire.query().fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok((Swept { seats, bookings }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))
 }

@@ -46,22 +46,30 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
     }
     let total = |g: &Grant| -> i64 { g.seats.iter().map(|s| i64::from(s.price_cents)).sum() };
     let state = |g: &Grant| if g.hold_secs.is_some() { BookingState::Held } else { BookingState::Booked };
-    let rows: Vec<(i64, i64, Option<DateTime<Utc>>, i64)> = sqlx::query_as(allocation::TAKE_SEATS)
-        .bind(grants.iter().map(|g| g.request_id).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.request.event).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.request.customer.as_str()).collect::<Vec<_>>())
-        .bind(grants.iter().map(state).collect::<Vec<_>>())
-        .bind(grants.iter().map(total).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect::<Vec<_>>())
-        .bind(seat_requests)
-        .bind(seat_events)
-        .bind(seat_numbers)
-        .bind(grants.iter().map(|g| g.producer).collect::<Vec<_>>())
-        .bind(grants.iter().map(|g| g.limited).collect::<Vec<_>>())
-        .fetch_all(&mut *conn)
-        .await?;
+    let requests: Vec<i64> = grants.iter().map(|g| g.request_id).collect();
+    let events: Vec<i64> = grants.iter().map(|g| g.request.event).collect();
+    let customers: Vec<&str> = grants.iter().map(|g| g.request.customer.as_str()).collect();
+    let states: Vec<BookingState> = grants.iter().map(state).collect();
+    let total_cents: Vec<i64> = grants.iter().map(total).collect();
+    let hold_secs: Vec<Option<i32>> = grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect();
+    let producers: Vec<&str> = grants.iter().map(|g| g.producer).collect();
+    let limited: Vec<bool> = grants.iter().map(|g| g.limited).collect();
+    let take = allocation::TakeSeats {
+        requests: &requests,
+        events: &events,
+        customers: &customers,
+        states: &states,
+        total_cents: &total_cents,
+        hold_secs: &hold_secs,
+        seat_requests: &seat_requests,
+        seat_events: &seat_events,
+        seat_numbers: &seat_numbers,
+        producers: &producers,
+        limited: &limited,
+    };
+    let rows = take.query().fetch_all(&mut *conn).await?;
     let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =
-        rows.into_iter().map(|(request, booking, until, taken)| (request, (booking, until, taken))).collect();
+        rows.into_iter().map(|r| (r.request_id, (r.booking, r.held_until, r.taken))).collect();
     grants
         .iter()
         .map(|g| {

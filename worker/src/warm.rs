@@ -12,13 +12,12 @@
 
 use crate::sql::{allocation, claim};
 use futures_util::future::BoxFuture;
-use serde_json::json;
 use sqlx::Acquire;
 use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::PgConnection;
 
 use crate::decision::ProcessError;
-use crate::{Strategy, allocate, take};
+use crate::{Strategy, take};
 
 /// For the worker pool's `after_connect`: warm each connection as the pool
 /// opens it (the pool opens its first ones one after another, so warming
@@ -41,14 +40,22 @@ pub fn on_connect(
     }
 }
 
-/// Run a batch's statements once, with empty inputs, and roll back.
+/// Run a batch's statements once, with empty inputs (their params structs'
+/// `Default`, as the batch binds them), and roll back.
 async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessError> {
     let mut tx = conn.begin().await?;
-    sqlx::query(claim::CLAIM_BATCH).bind(0_i64).execute(&mut *tx).await?;
-    allocate::warm(&mut tx, strategy).await?;
+    claim::ClaimBatch { limit: 0 }.query().fetch_all(&mut *tx).await?;
+    // Every statement of `crate::allocate`, with nothing to lock or read.
+    allocation::LockCheapest { strategy, ..Default::default() }.query().fetch_all(&mut *tx).await?;
+    allocation::CountFree::default().query().fetch_all(&mut *tx).await?;
+    allocation::EventRules::default().query().fetch_all(&mut *tx).await?;
+    allocation::LockNamed::default().query().fetch_all(&mut *tx).await?;
+    allocation::FreeRuns::default().query().fetch_all(&mut *tx).await?;
+    allocation::LockFreeSeats::default().query().fetch_all(&mut *tx).await?;
+    allocation::CustomerSeats::default().query().fetch_all(&mut *tx).await?;
     take::take_seats(&mut tx, &[]).await?;
-    sqlx::query(claim::RECORD_OUTCOMES).bind(json!([])).execute(&mut *tx).await?;
-    sqlx::query(allocation::WARM_SPREAD).execute(&mut *tx).await?;
+    claim::RecordOutcomes::default().query().fetch_all(&mut *tx).await?;
+    allocation::WarmSpread.query().fetch_one(&mut *tx).await?;
     tx.rollback().await?;
     Ok(())
 }

@@ -3,21 +3,52 @@
 //! "Free" always means `seatq.is_free` (migrations/0003_inventory.sql):
 //! available, or held with the hold lapsed (passive expiry), so no answer
 //! depends on when the sweeper last ran.
+//!
+//! Each statement's params struct and row struct are beside it (see
+//! [`crate::sql`]).
 
-/// The sales rules of events $1: why sales refuse now (`seatq.sale_refusal`,
-/// NULL when on sale) and the per-customer limit. An event that does not
-/// exist has no row.
+use chrono::{DateTime, Utc};
+use seatq_core::outcome::{BookingState, SeatInfo};
+
+use super::{Rows, Scalars};
+use crate::Strategy;
+
+/// The sales rules of some events ([`EventRules`]): why sales refuse now
+/// (`seatq.sale_refusal`, NULL when on sale) and the per-customer limit. An
+/// event that does not exist has no row.
 pub const EVENT_RULES: &str = "
 SELECT e.id, seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal, e.per_customer
 FROM seatq.events e WHERE e.id = ANY($1)";
 
-/// Live seats each customer has on each event (`seatq.customer_seats`): per
-/// customer k, the customer $3[k] of producer $2[k] on event $1[k], and
-/// whether this transaction holds that customer's lock (`seatq.customer_lock`, tried, never
-/// waited for): without it another batch may be booking for the same
-/// customer, and the count (then 0) is not to be trusted. The lock is tried
-/// in its own step, before the count. Only asked about events with a
-/// per-customer limit.
+/// The parameters of [`EVENT_RULES`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventRules<'a> {
+    /// The events asked about.
+    pub events: &'a [i64],
+}
+
+impl<'a> EventRules<'a> {
+    pub fn query(&self) -> Rows<'a, SalesRules> {
+        sqlx::query_as(EVENT_RULES).bind(self.events)
+    }
+}
+
+/// A row of [`EVENT_RULES`]: one event's sales rules.
+#[derive(Debug, sqlx::FromRow)]
+pub struct SalesRules {
+    pub id: i64,
+    /// Why sales refuse now (`seatq.sale_refusal`'s code); `None` while on sale.
+    pub refusal: Option<String>,
+    /// Most live seats one customer may have on the event; `None`: no limit.
+    pub per_customer: Option<i32>,
+}
+
+/// Live seats each customer of [`CustomerSeats`] has on its event
+/// (`seatq.customer_seats`), and whether this transaction holds that
+/// customer's lock (`seatq.customer_lock`, tried, never waited for): without
+/// it another batch may be booking for the same customer, and the count
+/// (then 0) is not to be trusted. The lock is tried in its own step, before
+/// the count. Only asked about events with a per-customer limit.
 pub const CUSTOMER_SEATS: &str = "
 WITH k AS MATERIALIZED (
     SELECT event_id, producer, customer, ord,
@@ -28,9 +59,35 @@ SELECT ord AS idx, locked, CASE WHEN locked THEN seatq.customer_seats(event_id, 
 FROM k
 ORDER BY ord";
 
+/// The parameters of [`CUSTOMER_SEATS`]: customer k is `customers[k]` of
+/// `producers[k]` on `events[k]` (customer names are each producer's own).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CustomerSeats<'a> {
+    pub events: &'a [i64],
+    pub producers: &'a [&'a str],
+    pub customers: &'a [&'a str],
+}
+
+impl<'a> CustomerSeats<'a> {
+    pub fn query(&self) -> Rows<'a, CustomerCount> {
+        sqlx::query_as(CUSTOMER_SEATS).bind(self.events).bind(self.producers).bind(self.customers)
+    }
+}
+
+/// A row of [`CUSTOMER_SEATS`]: one customer's live seats on an event.
+#[derive(Debug, sqlx::FromRow)]
+pub struct CustomerCount {
+    /// Which customer of [`CustomerSeats`], from 1.
+    pub idx: i64,
+    /// This transaction holds the customer's lock; `used` is only trusted if so.
+    pub locked: bool,
+    /// Live seats the customer has on the event (0 where not `locked`).
+    pub used: i64,
+}
+
 /// Lock the cheapest free seats for many requests at once, one group per
-/// (event, class): for group k, up to $3[k] seats of class $2[k] on event
-/// $1[k], cheapest first. One row per seat locked, and one with a NULL seat
+/// (event, class) of [`LockCheapest`]: up to its `need` seats of its class on
+/// its event, cheapest first. One row per seat locked, and one with a NULL seat
 /// for a group that got none; `known` says whether the event exists,
 /// `refusal` why its sales refuse now (then no seat is locked: a one-time
 /// filter) and `per_customer` its limit. An index seek on
@@ -70,7 +127,8 @@ ORDER BY g.ord, s.price_cents, s.seat_no"
 }
 
 /// The default: lock what you can, skipping seats in-flight transactions hold.
-/// A group needing $4 seats or more ([`SPREAD_FROM_NEED`]) starts at a random
+/// A group needing [`SPREAD_FROM_NEED`] seats or more (bound by
+/// [`LockCheapest::query`] for this text alone) starts at a random
 /// seat of the cheapest price level (`seatq.lock_cheapest_spread`, in
 /// migrations/0004_allocation.sql), so that concurrent batches on one hot
 /// event do not all step over each other's seats. (Each condition on
@@ -104,8 +162,84 @@ pub const LOCK_CHEAPEST_NOWAIT: &str = lock_cheapest!("FOR UPDATE NOWAIT");
 /// conflicting allocations (40001) and the batch is retried.
 pub const PICK_CHEAPEST: &str = lock_cheapest!("");
 
-/// For each group (as in [`LOCK_CHEAPEST`]), how many of its seats are free by
-/// committed state, counted up to the group's need. More free than locked
+/// The parameters of [`LOCK_CHEAPEST`] and of its strategies' variants
+/// ([`LOCK_CHEAPEST_WAIT`], [`LOCK_CHEAPEST_NOWAIT`], [`PICK_CHEAPEST`]):
+/// group k is class `classes[k]` of event `events[k]`, `need[k]` seats.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LockCheapest<'a> {
+    /// Which of the four texts runs.
+    pub strategy: Strategy,
+    pub events: &'a [i64],
+    pub classes: &'a [i16],
+    /// Most seats to lock.
+    pub need: &'a [i32],
+}
+
+impl<'a> LockCheapest<'a> {
+    pub fn query(&self) -> Rows<'a, LockedSeat> {
+        let sql = match self.strategy {
+            Strategy::SkipLocked => LOCK_CHEAPEST,
+            Strategy::Blocking => LOCK_CHEAPEST_WAIT,
+            Strategy::Nowait => LOCK_CHEAPEST_NOWAIT,
+            Strategy::Serializable => PICK_CHEAPEST,
+        };
+        let query = sqlx::query_as(sql).bind(self.events).bind(self.classes).bind(self.need);
+        match self.strategy {
+            Strategy::SkipLocked => query.bind(SPREAD_FROM_NEED),
+            _ => query,
+        }
+    }
+}
+
+/// A row of [`LOCK_CHEAPEST`]: a locked seat of group `grp` (1-based), or a
+/// NULL seat for a group that got none, with its event's rules.
+#[derive(Debug, sqlx::FromRow)]
+pub struct LockedSeat {
+    pub grp: i64,
+    /// The event exists.
+    pub known: bool,
+    /// Why its sales refuse now; `None` while on sale.
+    pub refusal: Option<String>,
+    pub per_customer: Option<i32>,
+    pub seat: Option<i32>,
+    pub class: Option<i16>,
+    pub row: Option<i32>,
+    pub pos: Option<i32>,
+    pub price_cents: Option<i32>,
+    pub section: Option<String>,
+    pub row_label: Option<String>,
+    pub label: Option<String>,
+}
+
+impl LockedSeat {
+    /// The seat locked, if any.
+    pub fn seat(self) -> Option<SeatInfo> {
+        Some(SeatInfo {
+            seat: self.seat?,
+            class: self.class?,
+            row: self.row?,
+            pos: self.pos?,
+            price_cents: self.price_cents?,
+            section: self.section?,
+            row_label: self.row_label?,
+            label: self.label?,
+        })
+    }
+}
+
+/// The parameters of [`WARM_SPREAD`]: none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WarmSpread;
+
+impl WarmSpread {
+    pub fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(WARM_SPREAD)
+    }
+}
+
+/// For each group of [`CountFree`] (as in [`LOCK_CHEAPEST`]), how many of
+/// its seats are free by committed state, counted up to the group's need.
+/// More free than locked
 /// means other transactions hold some: contention, not a sell-out. With none
 /// free, whether the event has the class at all (`seatq.has_class`): a
 /// class it does not have is `unknown_class`, not `sold_out`.
@@ -120,8 +254,34 @@ CROSS JOIN LATERAL (
         LIMIT g.need) f
 ) f";
 
-/// The seats customers named: for every (event $1[k], seat $2[k]) that
-/// exists, the seat, whether this transaction now holds its lock (taken with
+/// The parameters of [`COUNT_FREE`]: group k is class `classes[k]` of event
+/// `events[k]`, as in [`LockCheapest`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CountFree<'a> {
+    pub events: &'a [i64],
+    pub classes: &'a [i16],
+    /// Count up to this many free seats.
+    pub need: &'a [i32],
+}
+
+impl<'a> CountFree<'a> {
+    pub fn query(&self) -> Rows<'a, FreeCount> {
+        sqlx::query_as(COUNT_FREE).bind(self.events).bind(self.classes).bind(self.need)
+    }
+}
+
+/// A row of [`COUNT_FREE`]: the free seats of group `grp` (1-based).
+#[derive(Debug, sqlx::FromRow)]
+pub struct FreeCount {
+    pub grp: i64,
+    /// Free by committed state, at most the group's need.
+    pub free: i64,
+    /// The event has seats of the class.
+    pub has_class: bool,
+}
+
+/// The seats customers named ([`LockNamed`]): for every one that exists,
+/// the seat, whether this transaction now holds its lock (taken with
 /// SKIP LOCKED: false means an in-flight transaction holds it), whether it
 /// is not for sale, and whether it is free. Freeness is read from the locked
 /// row's latest version, so it is only trusted where `locked`.
@@ -142,9 +302,37 @@ FROM want w
 JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
 LEFT JOIN locked l ON l.event_id = w.event_id AND l.seat_no = w.seat_no";
 
+/// The parameters of [`LOCK_NAMED`]: seat k is `seats[k]` of `events[k]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LockNamed<'a> {
+    pub events: &'a [i64],
+    /// Seat numbers.
+    pub seats: &'a [i32],
+}
+
+impl<'a> LockNamed<'a> {
+    pub fn query(&self) -> Rows<'a, NamedSeat> {
+        sqlx::query_as(LOCK_NAMED).bind(self.events).bind(self.seats)
+    }
+}
+
+/// A named seat, as [`LOCK_NAMED`] found it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct NamedSeat {
+    pub event: i64,
+    #[sqlx(flatten)]
+    pub seat: SeatInfo,
+    /// This transaction holds its lock.
+    pub locked: bool,
+    /// Not for sale.
+    pub blocked: bool,
+    /// Free (trusted only where locked).
+    pub free: bool,
+}
+
 /// The runs of adjacent free seats (consecutive positions in one row) of
-/// group k, class $2[k] on event $1[k], that could seat a party of $3[k],
-/// by committed state: per run, its row and its seats, positions and prices
+/// each group of [`FreeRuns`] that could seat its party, by committed state:
+/// per run, its row and its seats, positions and prices
 /// in position order. A group with no such run has one row without a run,
 /// saying whether the event has the class at all (`seatq.has_class`: a class
 /// it does not have is `unknown_class`, not `no_adjacent_seats`). Locks are
@@ -169,8 +357,38 @@ LEFT JOIN LATERAL (
 ) r ON true
 ORDER BY g.ord, r.row, r.positions[1]";
 
-/// Lock these seats ($1[k] event, $2[k] seat) where they are free, skipping
-/// those in-flight transactions hold; returns the seats locked.
+/// The parameters of [`FREE_RUNS`]: group k is class `classes[k]` of event
+/// `events[k]`, for a party of `party[k]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FreeRuns<'a> {
+    pub events: &'a [i64],
+    pub classes: &'a [i16],
+    /// The fewest adjacent seats a run must have.
+    pub party: &'a [i32],
+}
+
+impl<'a> FreeRuns<'a> {
+    pub fn query(&self) -> Rows<'a, FreeRun> {
+        sqlx::query_as(FREE_RUNS).bind(self.events).bind(self.classes).bind(self.party)
+    }
+}
+
+/// A row of [`FREE_RUNS`]: a run of adjacent free seats in one row, or none,
+/// for group `grp` (1-based).
+#[derive(Debug, sqlx::FromRow)]
+pub struct FreeRun {
+    pub grp: i64,
+    pub row: Option<i32>,
+    /// Its seats, positions and prices, in position order.
+    pub seats: Option<Vec<i32>>,
+    pub positions: Option<Vec<i32>>,
+    pub prices: Option<Vec<i32>>,
+    /// The event has seats of the class.
+    pub has_class: bool,
+}
+
+/// Lock these seats ([`LockFreeSeats`]) where they are free, skipping those
+/// in-flight transactions hold; returns the seats locked.
 pub const LOCK_FREE_SEATS: &str = "
 SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
        s.section, s.row_label, s.label
@@ -179,18 +397,36 @@ JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
 WHERE seatq.is_free(s.state, s.held_until)
 FOR UPDATE OF s SKIP LOCKED";
 
+/// The parameters of [`LOCK_FREE_SEATS`]: seat k is `seats[k]` of `events[k]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LockFreeSeats<'a> {
+    pub events: &'a [i64],
+    /// Seat numbers.
+    pub seats: &'a [i32],
+}
+
+impl<'a> LockFreeSeats<'a> {
+    pub fn query(&self) -> Rows<'a, EventSeat> {
+        sqlx::query_as(LOCK_FREE_SEATS).bind(self.events).bind(self.seats)
+    }
+}
+
+/// A seat of some event, as [`LOCK_FREE_SEATS`] returns it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct EventSeat {
+    pub event: i64,
+    #[sqlx(flatten)]
+    pub seat: SeatInfo,
+}
+
 /// Create bookings and give them their (already locked) seats, for many
-/// requests in one statement. Per booking: request id, event, customer, state
-/// ('held' | 'booked'), total, hold seconds (NULL for a booking), the
-/// request's producer (as the batch claimed it), and whether
-/// it counts toward its event's per-customer limit (`limited`: the event has
-/// one; only those are in `bookings_by_customer`); per seat: request id,
-/// event, seat number. A hold never outlives its event's sales:
-/// it is cut to the end of its sales, `seatq.sales_end` (a primary-key seek
-/// per hold, not a join: a join lets the planner scan every event). Each
-/// booking carries its request's producer, read from the request row when
-/// the batch claimed it, which alone may see and act on the booking.
-/// Returns, per booking, its request, id, expiry and how many seats changed.
+/// requests in one statement ([`TakeSeats`]: the bookings, and their seats).
+/// A hold never outlives its event's sales: it is cut to the end of its
+/// sales, `seatq.sales_end` (a primary-key seek per hold, not a join: a join
+/// lets the planner scan every event). Each booking carries its request's
+/// producer, read from the request row when the batch claimed it, which
+/// alone may see and act on the booking. Returns, per booking, its request,
+/// id, expiry and how many seats changed ([`BookingMade`]).
 ///
 /// The seats are updated as the per-seat list drives, each a primary-key
 /// seek: the list carries each seat's event so that it meets seatq.seats
@@ -228,3 +464,62 @@ WITH b AS (
 SELECT booking.request_id, booking.id AS booking, booking.held_until, coalesce(n.taken, 0) AS taken
 FROM booking
 LEFT JOIN (SELECT booking_id, count(*) AS taken FROM taken GROUP BY booking_id) n ON n.booking_id = booking.id";
+
+/// The parameters of [`TAKE_SEATS`]: booking k is made for request
+/// `requests[k]`, with every seat j whose `seat_requests[j]` is that request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TakeSeats<'a> {
+    /// Per booking: the request that makes it,
+    pub requests: &'a [i64],
+    /// its event,
+    pub events: &'a [i64],
+    /// its customer,
+    pub customers: &'a [&'a str],
+    /// held or booked,
+    pub states: &'a [BookingState],
+    /// what its seats cost in all,
+    pub total_cents: &'a [i64],
+    /// how many seconds a hold lasts (`None` books),
+    pub hold_secs: &'a [Option<i32>],
+    /// Per seat: the request it is taken for,
+    pub seat_requests: &'a [i64],
+    /// its event,
+    pub seat_events: &'a [i64],
+    /// its number.
+    pub seat_numbers: &'a [i32],
+    /// Per booking again: its request's producer (as the batch claimed it),
+    pub producers: &'a [&'a str],
+    /// and whether it counts toward its event's per-customer limit (the
+    /// event has one; only those are in `bookings_by_customer`).
+    pub limited: &'a [bool],
+}
+
+impl<'a> TakeSeats<'a> {
+    pub fn query(&self) -> Rows<'a, BookingMade> {
+        sqlx::query_as(TAKE_SEATS)
+            .bind(self.requests)
+            .bind(self.events)
+            .bind(self.customers)
+            .bind(self.states)
+            .bind(self.total_cents)
+            .bind(self.hold_secs)
+            .bind(self.seat_requests)
+            .bind(self.seat_events)
+            .bind(self.seat_numbers)
+            .bind(self.producers)
+            .bind(self.limited)
+    }
+}
+
+/// A row of [`TAKE_SEATS`]: a booking made.
+#[derive(Debug, sqlx::FromRow)]
+pub struct BookingMade {
+    /// The request it was made for.
+    pub request_id: i64,
+    /// Its id.
+    pub booking: i64,
+    /// When a hold lapses; `None` for a booking.
+    pub held_until: Option<DateTime<Utc>>,
+    /// How many seats it took.
+    pub taken: i64,
+}

@@ -1,8 +1,16 @@
 //! Confirming, cancelling and extending bookings: owner-checked, never
 //! waiting on a lock.
+//!
+//! Each statement's params struct and row struct are beside it (see
+//! [`crate::sql`]).
 
-/// Lock booking $1 for request $2, failing at once (55P03) if another
-/// transaction holds it. Only a booking of the request's producer is found
+use chrono::{DateTime, Utc};
+use seatq_core::outcome::{BookingState, SeatInfo, SeatState};
+
+use super::{Effect, Rows};
+
+/// Lock a booking for a request ([`LockBooking`]), failing at once (55P03)
+/// if another transaction holds it. Only a booking of the request's producer is found
 /// (`seatq.bookings.producer`, migrations/0006_roles.sql), unless that
 /// producer sees every producer's (`seatq.sees_every_producer`: an admin, a
 /// superuser): to a producer, another's booking does not exist, and it is
@@ -17,9 +25,39 @@ WHERE b.id = $1
   AND (b.producer = asking.producer OR seatq.sees_every_producer(asking.producer))
 FOR NO KEY UPDATE OF b NOWAIT";
 
-/// Lock the seats booking $1 (of event $2) lists ($3), failing at once
+/// The parameters of [`LOCK_BOOKING`].
+#[derive(Debug, Clone, Copy)]
+pub struct LockBooking {
+    /// The booking's id.
+    pub booking: i64,
+    /// The request asking: its producer must own the booking.
+    pub request: i64,
+}
+
+impl LockBooking {
+    pub fn query(&self) -> Rows<'static, Booking> {
+        sqlx::query_as(LOCK_BOOKING).bind(self.booking).bind(self.request)
+    }
+}
+
+/// A booking, as [`LOCK_BOOKING`] loaded and locked it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Booking {
+    pub id: i64,
+    #[sqlx(rename = "event_id")]
+    pub event: i64,
+    pub customer: String,
+    pub state: BookingState,
+    pub seats: Vec<i32>,
+    pub total_cents: i64,
+    pub held_until: Option<DateTime<Utc>>,
+    /// A hold whose time is up (`seatq.is_lapsed`), swept or not.
+    pub lapsed: bool,
+}
+
+/// Lock the seats a booking lists ([`LockBookingSeats`]), failing at once
 /// (55P03) if another transaction holds one; `owned` says whether the booking
-/// still owns each in state $4. Seats are found by primary key only: a
+/// still owns each in the state given. Seats are found by primary key only: a
 /// condition on `state` here would let a planner with stale statistics pick
 /// the small partial index on held seats and filter every hold on the server,
 /// a cost that grows with the number of holds.
@@ -29,9 +67,35 @@ FROM seatq.seats
 WHERE event_id = $2 AND seat_no = ANY($3)
 FOR UPDATE NOWAIT";
 
-/// Turn live hold $1 (of event $2, listing seats $3) into a booking. Its
-/// seats are locked and known to be held by it (LOCK_BOOKING_SEATS), so they
-/// are found by primary key alone (see there).
+/// The parameters of [`LOCK_BOOKING_SEATS`].
+#[derive(Debug, Clone, Copy)]
+pub struct LockBookingSeats<'a> {
+    pub booking: i64,
+    /// The booking's event,
+    pub event: i64,
+    /// and the seats it lists.
+    pub seats: &'a [i32],
+    /// The state the booking's seats are in while it owns them.
+    pub state: SeatState,
+}
+
+impl<'a> LockBookingSeats<'a> {
+    pub fn query(&self) -> Rows<'a, BookingSeat> {
+        sqlx::query_as(LOCK_BOOKING_SEATS).bind(self.booking).bind(self.event).bind(self.seats).bind(self.state)
+    }
+}
+
+/// A row of [`LOCK_BOOKING_SEATS`]: a seat locked.
+#[derive(Debug, sqlx::FromRow)]
+pub struct BookingSeat {
+    pub seat_no: i32,
+    /// The booking still owns it, in the state asked about.
+    pub owned: bool,
+}
+
+/// Turn a live hold ([`Confirm`]) into a booking. Its seats are locked and
+/// known to be held by it ([`LOCK_BOOKING_SEATS`]), so they are found by
+/// primary key alone (see there).
 pub const CONFIRM: &str = "
 WITH seats AS (
     UPDATE seatq.seats SET state = 'booked', held_until = NULL
@@ -40,8 +104,23 @@ WITH seats AS (
 UPDATE seatq.bookings SET state = 'booked', held_until = NULL, updated_at = now()
 WHERE id = $1";
 
-/// Give the seats of booking $1 (of event $2, listing seats $3) back and
-/// mark it cancelled.
+/// The parameters of [`CONFIRM`].
+#[derive(Debug, Clone, Copy)]
+pub struct Confirm<'a> {
+    pub booking: i64,
+    /// The booking's event,
+    pub event: i64,
+    /// and the seats it lists.
+    pub seats: &'a [i32],
+}
+
+impl<'a> Confirm<'a> {
+    pub fn query(&self) -> Effect<'a> {
+        sqlx::query(CONFIRM).bind(self.booking).bind(self.event).bind(self.seats)
+    }
+}
+
+/// Give the seats of a booking ([`Cancel`]) back and mark it cancelled.
 pub const CANCEL: &str = "
 WITH seats AS (
     UPDATE seatq.seats SET state = 'available', booking_id = NULL, held_until = NULL
@@ -50,14 +129,31 @@ WITH seats AS (
 UPDATE seatq.bookings SET state = 'cancelled', held_until = NULL, updated_at = now()
 WHERE id = $1";
 
-/// Lengthen live hold $1 (of event $2, listing seats $3) to $4 seconds from
-/// now, booking and seats together; returns the new `held_until` and whether
-/// the limit cut the extension short. Its seats are locked and known to be
-/// held by it (LOCK_BOOKING_SEATS), so they are found by primary key alone.
+/// The parameters of [`CANCEL`].
+#[derive(Debug, Clone, Copy)]
+pub struct Cancel<'a> {
+    pub booking: i64,
+    /// The booking's event,
+    pub event: i64,
+    /// and the seats it lists.
+    pub seats: &'a [i32],
+}
+
+impl<'a> Cancel<'a> {
+    pub fn query(&self) -> Effect<'a> {
+        sqlx::query(CANCEL).bind(self.booking).bind(self.event).bind(self.seats)
+    }
+}
+
+/// Lengthen a live hold ([`Extend`]) to `hold_secs` from now, booking and
+/// seats together; returns the new `held_until` and whether the limit cut
+/// the extension short ([`Extended`]). Its seats are locked and known to be
+/// held by it ([`LOCK_BOOKING_SEATS`]), so they are found by primary key alone.
 ///
-/// The rule: held until `least(now() + $4 s, created_at + $5 s)`, where $5
-/// is the longest a hold may last (`limits::MAX_HOLD_SECONDS`) and
-/// `created_at` when the hold was made, so extending again and again never
+/// The rule: held until `least(now() + hold_secs, created_at + max_hold_secs)`,
+/// where `max_hold_secs` is the longest a hold may last
+/// (`limits::MAX_HOLD_SECONDS`) and `created_at` when the hold was made, so
+/// extending again and again never
 /// keeps seats past that; and never earlier than it already was (`greatest`
 /// with the current `held_until`), so an extension never shortens a hold.
 /// Nor past the end of the event's sales (`seatq.sales_end`: `sales_until`,
@@ -79,9 +175,57 @@ FROM target
 WHERE id = $1
 RETURNING target.until, target.capped";
 
-/// Seat details for a result.
+/// The parameters of [`EXTEND`].
+#[derive(Debug, Clone, Copy)]
+pub struct Extend<'a> {
+    pub booking: i64,
+    /// The booking's event,
+    pub event: i64,
+    /// and the seats it lists.
+    pub seats: &'a [i32],
+    /// Hold for this long from now.
+    pub hold_secs: f64,
+    /// The longest a hold may last from when it was made.
+    pub max_hold_secs: f64,
+}
+
+impl<'a> Extend<'a> {
+    pub fn query(&self) -> Rows<'a, Extended> {
+        sqlx::query_as(EXTEND)
+            .bind(self.booking)
+            .bind(self.event)
+            .bind(self.seats)
+            .bind(self.hold_secs)
+            .bind(self.max_hold_secs)
+    }
+}
+
+/// The row of [`EXTEND`].
+#[derive(Debug, sqlx::FromRow)]
+pub struct Extended {
+    /// The hold's new end.
+    pub until: DateTime<Utc>,
+    /// The limit cut the extension short.
+    pub capped: bool,
+}
+
+/// Seat details for a result ([`SeatDetails`]), in seat-number order.
 pub const SEAT_DETAILS: &str = "
 SELECT seat_no AS seat, class, row_no AS row, pos, price_cents, section, row_label, label
 FROM seatq.seats
 WHERE event_id = $1 AND seat_no = ANY($2)
 ORDER BY seat_no";
+
+/// The parameters of [`SEAT_DETAILS`].
+#[derive(Debug, Clone, Copy)]
+pub struct SeatDetails<'a> {
+    pub event: i64,
+    /// Seat numbers.
+    pub seats: &'a [i32],
+}
+
+impl<'a> SeatDetails<'a> {
+    pub fn query(&self) -> Rows<'a, SeatInfo> {
+        sqlx::query_as(SEAT_DETAILS).bind(self.event).bind(self.seats)
+    }
+}

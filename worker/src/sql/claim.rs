@@ -1,7 +1,17 @@
 //! The batch transaction's queue statements: claim requests, record their
 //! outcomes, announce them.
+//!
+//! Each statement's params struct and row struct are beside it (see
+//! [`crate::sql`]).
 
-/// Claim up to $1 due requests, best first, skipping those other workers hold.
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{Effect, Rows};
+use crate::record::Outcome;
+
+/// Claim up to a batch of due requests ([`ClaimBatch`]), best first,
+/// skipping those other workers hold.
 /// The row locks are the claim: they last until the batch commits, and vanish
 /// with the connection if the worker dies.
 pub const CLAIM_BATCH: &str = "
@@ -12,10 +22,37 @@ ORDER BY priority DESC, run_at, id
 LIMIT $1
 FOR UPDATE SKIP LOCKED";
 
+/// The parameters of [`CLAIM_BATCH`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClaimBatch {
+    /// Claim at most this many.
+    pub limit: i64,
+}
+
+impl ClaimBatch {
+    pub fn query(&self) -> Rows<'static, Claimed> {
+        sqlx::query_as(CLAIM_BATCH).bind(self.limit)
+    }
+}
+
+/// A request, as [`CLAIM_BATCH`] and [`CLAIM_BY_IDS`] claim it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Claimed {
+    pub id: i64,
+    /// Who enqueued it (the login that inserted it): its bookings are this producer's.
+    pub producer: String,
+    pub kind: String,
+    pub payload: Value,
+    /// Failed attempts so far.
+    pub attempts: i32,
+    pub max_attempts: i32,
+}
+
 /// How a batch begins under `--strategy serializable`.
 pub const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 
-/// Claim these requests again (a contention retry), if still queued and free.
+/// Claim these requests again ([`ClaimByIds`]: a contention retry), if still
+/// queued and free.
 pub const CLAIM_BY_IDS: &str = "
 SELECT id, producer, kind, payload, attempts, max_attempts
 FROM seatq.requests
@@ -23,9 +60,22 @@ WHERE id = ANY($1) AND status = 'queued'
 ORDER BY priority DESC, run_at, id
 FOR UPDATE SKIP LOCKED";
 
-/// Write a batch's outcomes in one statement. $1 is a JSON array of outcome
-/// objects. Returns, per finished request, its id, kind, outcome and
-/// enqueue-to-outcome seconds. A request failed as `payload_too_large` keeps
+/// The parameters of [`CLAIM_BY_IDS`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClaimByIds<'a> {
+    /// The requests' ids.
+    pub ids: &'a [i64],
+}
+
+impl<'a> ClaimByIds<'a> {
+    pub fn query(&self) -> Rows<'a, Claimed> {
+        sqlx::query_as(CLAIM_BY_IDS).bind(self.ids)
+    }
+}
+
+/// Write a batch's outcomes in one statement ([`RecordOutcomes`]: as a JSON
+/// array of outcome objects, `crate::record`'s). Returns, per finished request, its id, kind, outcome and
+/// enqueue-to-outcome seconds ([`Finished`]). A request failed as `payload_too_large` keeps
 /// `{}` for its payload, as the insert trigger leaves it
 /// (migrations/0002_validation.sql): no row holds a payload over the limit.
 pub const RECORD_OUTCOMES: &str = "
@@ -57,11 +107,50 @@ SELECT id, kind, coalesce(error_code, status::text) AS outcome,
        extract(epoch FROM finished_at - created_at)::float8 AS latency_secs
 FROM updated WHERE status <> 'queued'";
 
-/// Wake the clients waiting on these finished requests ($1) on channel $2
-/// ([`seatq_core::sql::notify::DONE_CHANNEL`]): one notification each, with the id as payload. Sent in a transaction of its
+/// The parameters of [`RECORD_OUTCOMES`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecordOutcomes<'a> {
+    /// One outcome a request processed, bound as one JSON array.
+    pub outcomes: &'a [Outcome],
+}
+
+impl<'a> RecordOutcomes<'a> {
+    pub fn query(&self) -> Rows<'a, Finished> {
+        sqlx::query_as(RECORD_OUTCOMES).bind(Json(self.outcomes))
+    }
+}
+
+/// A request given a terminal outcome, as [`RECORD_OUTCOMES`] reports it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Finished {
+    pub id: i64,
+    pub kind: String,
+    /// Its error code, or `succeeded`.
+    pub outcome: String,
+    /// From enqueue to outcome.
+    pub latency_secs: f64,
+}
+
+/// Wake the clients waiting on these finished requests ([`NotifyDone`]):
+/// one notification each, with the id as payload. Sent in a transaction of its
 /// own, after the outcomes commit: PostgreSQL serialises the commits of all
 /// transactions that NOTIFY (a database-wide lock held through the WAL
 /// flush), so notifying inside the batch makes every worker's commit wait in
 /// one line behind the others', and on a disk with a slow fsync it caps the
 /// whole server at one batch per flush.
 pub const NOTIFY_DONE: &str = "SELECT pg_notify($2, id::text) FROM unnest($1::bigint[]) AS id";
+
+/// The parameters of [`NOTIFY_DONE`].
+#[derive(Debug, Clone, Copy)]
+pub struct NotifyDone<'a> {
+    /// The finished requests' ids.
+    pub ids: &'a [i64],
+    /// The channel: [`seatq_core::sql::notify::DONE_CHANNEL`].
+    pub channel: &'a str,
+}
+
+impl<'a> NotifyDone<'a> {
+    pub fn query(&self) -> Effect<'a> {
+        sqlx::query(NOTIFY_DONE).bind(self.ids).bind(self.channel)
+    }
+}

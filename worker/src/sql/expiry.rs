@@ -1,7 +1,12 @@
 //! Active expiry: the sweeper frees lapsed holds in small batches, skipping
 //! rows that workers hold (a skipped seat is still free by passive expiry).
+//!
+//! Each statement's params struct is beside it (see [`crate::sql`]).
 
-/// Free up to $1 held seats whose hold has lapsed. Returns the count.
+use super::Scalars;
+
+/// Free up to a sweep's worth of held seats whose hold has lapsed
+/// ([`SweepSeats`]). Returns the count.
 pub const SWEEP_SEATS: &str = "
 WITH lapsed AS (
     SELECT event_id, seat_no FROM seatq.seats
@@ -16,8 +21,21 @@ WITH lapsed AS (
 )
 SELECT count(*) FROM freed";
 
-/// Mark up to $1 lapsed holds expired, announcing each on channel $2
-/// (`HOLD_LAPSED_CHANNEL`, the booking id as payload). Returns the count.
+/// The parameters of [`SWEEP_SEATS`].
+#[derive(Debug, Clone, Copy)]
+pub struct SweepSeats {
+    /// Free at most this many seats.
+    pub limit: i64,
+}
+
+impl SweepSeats {
+    pub fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(SWEEP_SEATS).bind(self.limit)
+    }
+}
+
+/// Mark up to a sweep's worth of lapsed holds expired ([`SweepBookings`]),
+/// announcing each (the booking id as payload). Returns the count.
 /// The notifications are queued in the sweep's transaction, so they are
 /// delivered when it commits and never for a sweep that rolls back.
 pub const SWEEP_BOOKINGS: &str = "
@@ -33,3 +51,18 @@ WITH lapsed AS (
     RETURNING b.id
 )
 SELECT count(*) FROM expired, pg_notify($2, expired.id::text)";
+
+/// The parameters of [`SWEEP_BOOKINGS`].
+#[derive(Debug, Clone, Copy)]
+pub struct SweepBookings<'a> {
+    /// Expire at most this many holds,
+    pub limit: i64,
+    /// announcing each on this channel: `seatq_core::sql::notify::HOLD_LAPSED_CHANNEL`.
+    pub channel: &'a str,
+}
+
+impl<'a> SweepBookings<'a> {
+    pub fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(SWEEP_BOOKINGS).bind(self.limit).bind(self.channel)
+    }
+}

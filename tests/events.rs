@@ -105,7 +105,9 @@ async fn an_event_can_be_renamed_and_its_sales_window_moved() {
     let rename = EventChanges { name: Some("Flight 1A".into()), ..EventChanges::default() };
     assert!(db.client.edit_event(ev, &rename).await.unwrap());
     let taken = EventChanges { name: Some("Flight 2".into()), ..EventChanges::default() };
-    assert_eq!(refusal(db.client.edit_event(ev, &taken).await).0, "event_exists");
+    let (code, message) = refusal(db.client.edit_event(ev, &taken).await);
+    assert_eq!(code, "event_exists");
+    assert_eq!(message, format!("name: an event named \"Flight 2\" exists already (event {})", ev + 1));
     let reversed = EventChanges {
         sales_from: Some(Utc::now() + Span::days(2)),
         sales_until: Some(Utc::now() + Span::days(1)),

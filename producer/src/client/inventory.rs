@@ -56,17 +56,23 @@ impl Client {
             return Err(RequestError { code: ErrorCode::InvalidEvent, message }.into());
         }
         match self.import_event_unchecked(event, seats).await {
-            Err(Error::Db(e)) if sqlstate::is_unique_violation(&e) => {
-                let id: Option<i64> = sqlx::query_scalar(sql::inventory::EVENT_BY_NAME)
-                    .bind(&event.name)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                let which = id.map_or(String::new(), |id| format!(" (event {id})"));
-                let message = format!("name: an event named {} exists already{which}", validate::quoted(&event.name));
-                Err(RequestError { code: ErrorCode::EventExists, message }.into())
-            }
+            Err(Error::Db(e)) if sqlstate::is_unique_violation(&e) => Err(self.name_taken(&event.name).await),
             other => other,
         }
+    }
+
+    /// The refusal of an event name another event has
+    /// ([`ErrorCode::EventExists`]), naming that event, for an import and an
+    /// edit alike.
+    async fn name_taken(&self, name: &str) -> Error {
+        let holder: Result<Option<i64>, sqlx::Error> =
+            sqlx::query_scalar(sql::inventory::EVENT_BY_NAME).bind(name).fetch_optional(&self.pool).await;
+        let which = match holder {
+            Ok(Some(id)) => format!(" (event {id})"),
+            _ => String::new(),
+        };
+        let message = format!("name: an event named {} exists already{which}", validate::quoted(name));
+        RequestError { code: ErrorCode::EventExists, message }.into()
     }
 
     async fn import_event_unchecked(&self, event: &NewEvent, seats: &[VenueSeat]) -> Result<i64, Error> {
@@ -153,8 +159,8 @@ impl Client {
             .await;
         match done {
             Err(e) if sqlstate::is_unique_violation(&e) => {
-                let message = format!("name: an event named {} exists already", validate::quoted(&edited.name));
-                Err(RequestError { code: ErrorCode::EventExists, message }.into())
+                drop(tx);
+                Err(self.name_taken(&edited.name).await)
             }
             Err(e) => Err(e.into()),
             Ok(done) => {

@@ -275,6 +275,31 @@ labelled! {
         /// The event has bookings (or requests), so it cannot be deleted: close its sales
         /// instead; never recorded on a request.
         EventInUse,
+        /// A line of a file (CSV, tab-separated or JSON lines) that cannot be read as one record: the
+        /// wrong number of fields, an unclosed quote, not UTF-8. Never recorded on a request.
+        InvalidLine,
+        /// A file's header lacks a column it must have, or names one twice. Never recorded on a
+        /// request.
+        MissingColumn,
+        /// A file's header names a column the reader does not know. Never recorded on a request.
+        UnknownColumn,
+        /// A venue file's seat position (`pos`) is not a whole number from 1. Never recorded on a
+        /// request.
+        InvalidPosition,
+        /// A venue file's seat class is not a whole number in range. Never recorded on a request.
+        InvalidClass,
+        /// A venue file's price is not an amount like 42 or 42.50, or is out of range. Never
+        /// recorded on a request.
+        InvalidPrice,
+        /// A venue file's `for_sale` is not yes or no. Never recorded on a request.
+        InvalidForSale,
+        /// A venue file places two seats in the same row and position. Never recorded on a request.
+        DuplicatePosition,
+        /// A venue file's section, row or seat label is too long or holds a control or
+        /// bidirectional formatting character. Never recorded on a request.
+        InvalidLabel,
+        /// A venue file has no seats. Never recorded on a request.
+        NoSeats,
     }
 }
 
@@ -439,6 +464,17 @@ mod tests {
         assert_eq!(booked_places(&[seat(56, "", "", ""), seat(57, "", "", "")]), "seats 56, 57");
         assert_eq!(booked_places(&[seat(56, "", "", "")]), "seat 56");
         assert_eq!(booked_places(&[]), "");
+    }
+
+    /// The reference lists every code a user can be given, so a new code
+    /// cannot ship undocumented.
+    #[test]
+    fn every_code_is_documented() {
+        use strum::VariantArray as _;
+        let reference = include_str!("../../docs/requests.md");
+        let missing: Vec<&str> =
+            ErrorCode::VARIANTS.iter().map(|c| c.as_str()).filter(|c| !reference.contains(&format!("`{c}`"))).collect();
+        assert!(missing.is_empty(), "codes not in docs/requests.md: {missing:?}");
     }
 
     #[test]

@@ -116,9 +116,7 @@ impl Batch {
         batch.lines.refs = refs;
         for (new, line) in good.into_iter().zip(lines) {
             match duplicates.get(&line) {
-                Some(e) => {
-                    batch.lines.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message.clone() })
-                }
+                Some(e) => batch.lines.bad.push(BadLine { line, code: e.code(), reason: e.message.clone() }),
                 None => {
                     let reference = batch.lines.refs.get(&line).map(|r| r.to_string());
                     batch.add(line, reference, new);
@@ -236,7 +234,7 @@ impl Batch {
             event: None,
             class: None,
             booking: None,
-            error_code: Some(b.code.clone()),
+            error_code: Some(b.code.as_str().into()),
             error_message: Some(b.reason.clone()),
         })
     }

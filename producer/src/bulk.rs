@@ -178,7 +178,7 @@ impl Parsed {
                 self.good.push(request);
                 self.lines.push(line);
             }
-            Err(e) => self.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message }),
+            Err(e) => self.bad.push(BadLine { line, code: e.code(), reason: e.message }),
         }
         if let Some(reference) = reference {
             self.refs.insert(line, reference);
@@ -194,7 +194,7 @@ impl Parsed {
         let lines = std::mem::take(&mut self.lines);
         for (i, (new, line)) in good.into_iter().zip(lines).enumerate() {
             match refused.remove(&i) {
-                Some(e) => self.bad.push(BadLine { line, code: e.code().to_string(), reason: e.message }),
+                Some(e) => self.bad.push(BadLine { line, code: e.code(), reason: e.message }),
                 None => {
                     self.good.push(new);
                     self.lines.push(line);
@@ -212,11 +212,11 @@ pub fn parse(reader: impl BufRead) -> std::io::Result<Parsed> {
     let mut parsed = Parsed::default();
     for numbered in numbered_lines(reader) {
         let (n, line) = numbered?;
-        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
+        let bad = |code: ErrorCode, reason: String| BadLine { line: n, code, reason };
         let line = match line {
             Ok(line) => line,
             Err(e) => {
-                parsed.bad.push(bad(ErrorCode::InvalidJson.as_str(), format!("not valid UTF-8: {e}")));
+                parsed.bad.push(bad(ErrorCode::InvalidJson, format!("not valid UTF-8: {e}")));
                 continue;
             }
         };
@@ -327,7 +327,7 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
             Err(bad) => parsed.bad.push(bad),
             Ok((n, cells)) if cells.len() != columns.len() => {
                 let reason = format!("{} fields, the header has {}", cells.len(), columns.len());
-                parsed.bad.push(BadLine { line: n, code: "invalid_line".into(), reason });
+                parsed.bad.push(BadLine { line: n, code: ErrorCode::InvalidLine, reason });
             }
             Ok((n, cells)) => {
                 let (reference, request) = csv_line(&columns, &cells);
@@ -355,7 +355,7 @@ fn csv_header(cells: &[String]) -> Result<Vec<String>, Refusal> {
                 LINE_COLUMNS.join(", "),
                 payload.join(", ")
             );
-            return Err(Refusal { code: "unknown_column", reason });
+            return Err(Refusal { code: ErrorCode::UnknownColumn, reason });
         }
         if columns.contains(&column) {
             return Err(format!("header: column {column:?} twice").into());

@@ -27,10 +27,10 @@ pub enum JsonError {
 
 impl JsonError {
     /// The error code: `duplicate_field` or `invalid_json`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            JsonError::Duplicate { .. } => ErrorCode::DuplicateField.as_str(),
-            JsonError::Invalid(_) => ErrorCode::InvalidJson.as_str(),
+            JsonError::Duplicate { .. } => ErrorCode::DuplicateField,
+            JsonError::Invalid(_) => ErrorCode::InvalidJson,
         }
     }
 
@@ -165,7 +165,11 @@ mod tests {
         for (text, path) in cases {
             match from_str::<Value>(text) {
                 Err(e @ JsonError::Duplicate { .. }) => {
-                    assert_eq!((e.code(), e.reason()), ("duplicate_field", format!("{path}: named twice")), "{text}")
+                    assert_eq!(
+                        (e.code(), e.reason()),
+                        (ErrorCode::DuplicateField, format!("{path}: named twice")),
+                        "{text}"
+                    )
                 }
                 other => panic!("{text}: {other:?}"),
             }

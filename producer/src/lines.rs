@@ -18,6 +18,8 @@
 
 use std::io::{BufRead, Read};
 
+use crate::outcome::ErrorCode;
+
 /// A line that cannot be enqueued (or imported); serialised as
 /// `{"line", "code", "reason"}`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -25,7 +27,7 @@ pub struct BadLine {
     /// 1-based line number.
     pub line: usize,
     /// The error code (`invalid_json` when the line is not a request object).
-    pub code: String,
+    pub code: ErrorCode,
     pub reason: String,
 }
 
@@ -216,13 +218,13 @@ impl Span {
 /// Why a header is refused: the code of its bad line and the reason. A
 /// reason alone is a `missing_column`.
 pub(crate) struct Refusal {
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub reason: String,
 }
 
 impl From<String> for Refusal {
     fn from(reason: String) -> Refusal {
-        Refusal { code: "missing_column", reason }
+        Refusal { code: ErrorCode::MissingColumn, reason }
     }
 }
 
@@ -242,9 +244,9 @@ pub(crate) fn after_header<H, E: Into<Refusal>>(
     // Before the header, only bad lines.
     let refused = |lines: Vec<Line>| lines.into_iter().filter_map(Result::err).collect();
     for (n, cells) in records {
-        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
+        let bad = |code: ErrorCode, reason: String| BadLine { line: n, code, reason };
         match (cells, &found) {
-            (Err(reason), _) => lines.push(Err(bad("invalid_line", reason))),
+            (Err(reason), _) => lines.push(Err(bad(ErrorCode::InvalidLine, reason))),
             (Ok(cells), Some(_)) => lines.push(Ok((n, cells))),
             (Ok(cells), None) => match header(&cells) {
                 Ok(h) => found = Some(h),
@@ -259,7 +261,7 @@ pub(crate) fn after_header<H, E: Into<Refusal>>(
     match found {
         Some(h) => Ok((h, lines)),
         None => {
-            lines.push(Err(BadLine { line: 1, code: "missing_column".into(), reason: no_header.to_string() }));
+            lines.push(Err(BadLine { line: 1, code: ErrorCode::MissingColumn, reason: no_header.to_string() }));
             Err(refused(lines))
         }
     }

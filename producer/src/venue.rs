@@ -165,10 +165,10 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Venue> {
                 continue;
             }
         };
-        let bad = |code: &str, reason: String| BadLine { line: n, code: code.to_string(), reason };
+        let bad = |code: ErrorCode, reason: String| BadLine { line: n, code, reason };
         if fields.len() != COLUMNS.len() {
             venue.bad.push(bad(
-                "invalid_line",
+                ErrorCode::InvalidLine,
                 format!("{} fields, expected {} ({})", fields.len(), COLUMNS.len(), COLUMNS.join(",")),
             ));
             continue;
@@ -189,7 +189,7 @@ fn no_seats(venue: &mut Venue, what: &str) {
     if venue.seats.is_empty() && venue.bad.is_empty() {
         venue.bad.push(BadLine {
             line: 1,
-            code: "no_seats".into(),
+            code: ErrorCode::NoSeats,
             reason: format!("the venue has no seats ({what})"),
         });
     }
@@ -216,11 +216,7 @@ pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
     let mut venue = Venue::default();
     if let Err(e) = reader.read_to_string(&mut text) {
         if e.kind() == std::io::ErrorKind::InvalidData {
-            venue.bad.push(BadLine {
-                line: 1,
-                code: ErrorCode::InvalidJson.as_str().into(),
-                reason: "not valid UTF-8".into(),
-            });
+            venue.bad.push(BadLine { line: 1, code: ErrorCode::InvalidJson, reason: "not valid UTF-8".into() });
             return Ok(venue);
         }
         return Err(e);
@@ -228,17 +224,17 @@ pub fn parse_json(mut reader: impl Read) -> std::io::Result<Venue> {
     let parsed: JsonVenue = match crate::json::from_str(text.trim_start_matches('\u{feff}')) {
         Ok(v) => v,
         Err(e) => {
-            venue.bad.push(BadLine { line: e.line(), code: e.code().into(), reason: e.reason() });
+            venue.bad.push(BadLine { line: e.line(), code: e.code(), reason: e.reason() });
             return Ok(venue);
         }
     };
     let mut checker = Checker::default();
     for (i, value) in parsed.seats.into_iter().enumerate() {
-        let bad = |code: &str, reason: String| BadLine { line: i + 1, code: code.to_string(), reason };
+        let bad = |code: ErrorCode, reason: String| BadLine { line: i + 1, code, reason };
         let seat: JsonSeat = match serde_json::from_value(value) {
             Ok(s) => s,
             Err(e) => {
-                venue.bad.push(bad("invalid_line", format!("seats[{i}]: {}", crate::json::bounded_reason(&e))));
+                venue.bad.push(bad(ErrorCode::InvalidLine, format!("seats[{i}]: {}", crate::json::bounded_reason(&e))));
                 continue;
             }
         };
@@ -283,46 +279,46 @@ impl Checker {
         class: &str,
         price: &str,
         for_sale: &str,
-    ) -> Result<VenueSeat, (&'static str, String)> {
+    ) -> Result<VenueSeat, (ErrorCode, String)> {
         for (name, value, max) in
             [("section", section, MAX_SECTION_CHARS), ("row", row, MAX_LABEL_CHARS), ("seat", label, MAX_LABEL_CHARS)]
         {
             if value.is_empty() {
-                return Err(("missing_field", format!("{name}: empty")));
+                return Err((ErrorCode::MissingField, format!("{name}: empty")));
             }
             if let Some(reason) = validate::label_error(name, value, max) {
-                return Err(("invalid_label", reason));
+                return Err((ErrorCode::InvalidLabel, reason));
             }
         }
         let pos = match pos.parse::<i32>() {
             Ok(p) if p > 0 => p,
-            _ => return Err(("invalid_position", format!("pos: {pos:?} is not a whole number from 1"))),
+            _ => return Err((ErrorCode::InvalidPosition, format!("pos: {pos:?} is not a whole number from 1"))),
         };
         let class = match class.parse::<i16>() {
             Ok(c) if c > 0 => c,
             _ => {
                 return Err((
-                    "invalid_class",
+                    ErrorCode::InvalidClass,
                     format!("class: {class:?} is not a whole number from 1 to {}", i16::MAX),
                 ));
             }
         };
         let Some(price_cents) = cents(price) else {
-            return Err(("invalid_price", format!("price: {price:?} is not an amount like 42 or 42.50")));
+            return Err((ErrorCode::InvalidPrice, format!("price: {price:?} is not an amount like 42 or 42.50")));
         };
         let for_sale = match for_sale.to_ascii_lowercase().as_str() {
             "yes" | "y" | "true" | "1" => true,
             "no" | "n" | "false" | "0" => false,
-            _ => return Err(("invalid_for_sale", format!("for_sale: {for_sale:?} is not yes or no"))),
+            _ => return Err((ErrorCode::InvalidForSale, format!("for_sale: {for_sale:?} is not yes or no"))),
         };
         let key = (section.to_string(), row.to_string(), label.to_string());
         if self.labels.contains(&key) {
-            return Err(("duplicate_seat", format!("{section}, row {row}: seat {label} is listed twice")));
+            return Err((ErrorCode::DuplicateSeat, format!("{section}, row {row}: seat {label} is listed twice")));
         }
         let place = (section.to_string(), row.to_string(), pos);
         if let Some(other) = self.positions.get(&place) {
             return Err((
-                "duplicate_position",
+                ErrorCode::DuplicatePosition,
                 format!("{section}, row {row}: seat {label} is at position {pos}, as seat {other} is"),
             ));
         }

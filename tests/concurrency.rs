@@ -6,8 +6,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use common::{Running, TestDb, WorkerProcess, code, hold};
-use seatq::sql::queue::COUNT_UNFINISHED;
+use common::{Running, TestDb, WorkerProcess, code, count_queued, hold};
 use seatq::{NewRequest, Request, SeatRequest, Status};
 use seatq_worker::Config;
 
@@ -141,7 +140,7 @@ async fn a_worker_runs_at_most_max_active_batches_at_once() {
     let mut done = false;
     while !done && Instant::now() < deadline {
         most = most.max(batches_in_flight(&db).await);
-        let unfinished: i64 = sqlx::query_scalar(COUNT_UNFINISHED).bind(&ids).fetch_one(&db.pool).await.unwrap();
+        let unfinished = count_queued(&db.pool, &ids).await.unwrap();
         done = unfinished == 0;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -8,11 +8,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
+use common::{TestDb, WorkerProcess, bookings, code, count_queued, eventually, hold, worker_hangs_in_transaction};
 use seatq::{Request, Status};
 
 async fn unfinished(db: &TestDb, ids: &[i64]) -> i64 {
-    sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(&db.pool).await.unwrap()
+    count_queued(&db.pool, ids).await.unwrap()
 }
 
 /// Five bookings and one that hangs, in one batch: the victim holds seat

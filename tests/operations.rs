@@ -5,7 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, TestDb, WorkerProcess, bookings, code, eventually, hold, worker_hangs_in_transaction};
+use common::{
+    Running, TestDb, WorkerProcess, bookings, code, count_queued, eventually, hold, worker_hangs_in_transaction,
+};
 use seatq::{Request, Status};
 use seatq_worker::{Config, Worker};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -355,8 +357,7 @@ async fn a_second_signal_exits_at_once_and_loses_nothing() {
     worker.signal("TERM");
     assert_eq!(worker.wait_exit(Duration::from_secs(10)), Some(130), "second signal: immediate exit");
     // Its open transaction rolled back: both requests are queued, no seat taken.
-    let left: i64 =
-        sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(&ids).fetch_one(&db.pool).await.unwrap();
+    let left = count_queued(&db.pool, &ids).await.unwrap();
     assert_eq!(left, 2);
     assert!(
         eventually(Duration::from_secs(10), || async { db.seats_taken(ev).await == 0 }).await,

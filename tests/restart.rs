@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{PrivateCluster, WorkerProcess, assert_invariants, code, eventually, worker_log};
+use common::{PrivateCluster, WorkerProcess, assert_invariants, code, count_queued, eventually, worker_log};
 use seatq::{Client, NewRequest, Request, SeatRequest};
 
 const REQUESTS: usize = 1500;
@@ -49,10 +49,7 @@ fn produce(client: &Client, batch: Vec<NewRequest>, pause: Duration) -> tokio::t
 
 /// How many of `ids` are still queued, asked through outages.
 async fn unfinished(client: &Client, ids: &[i64]) -> i64 {
-    through_outages("count", || async {
-        Ok(sqlx::query_scalar(seatq::sql::queue::COUNT_UNFINISHED).bind(ids).fetch_one(client.pool()).await?)
-    })
-    .await
+    through_outages("count", || async { Ok(count_queued(client.pool(), ids).await?) }).await
 }
 
 /// A private cluster for the test called `name`: the cluster, the URL of the

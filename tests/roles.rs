@@ -191,8 +191,8 @@ async fn producers_see_only_their_own_requests_and_bookings() {
     assert_eq!(count(&b.pool, "SELECT count(*) FROM seatq.requests").await, 1);
     let b_sees: Vec<i64> = sqlx::query_scalar("SELECT id FROM seatq.bookings").fetch_all(&b.pool).await.unwrap();
     assert_eq!(b_sees, [b_booking]);
-    let by_status: Vec<(String, i64)> =
-        sqlx::query_as(seatq_core::sql::stats::REQUESTS_BY_STATUS).fetch_all(&a.pool).await.unwrap();
+    let by_status = seatq_core::sql::stats::RequestsByStatus.query().fetch_all(&a.pool).await.unwrap();
+    let by_status: Vec<(String, i64)> = by_status.into_iter().map(|row| (row.status, row.count)).collect();
     assert_eq!(by_status, [("succeeded".to_string(), 3)], "a producer's queue statistics are its own");
     // The admin sees everything.
     assert_eq!(count(&admin.pool, "SELECT count(*) FROM seatq.requests").await, 4);
@@ -412,12 +412,8 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory_or_delete_re
         .execute(&db.pool)
         .await
         .unwrap();
-    let pruned: i64 = sqlx::query_scalar(seatq_core::sql::retention::PRUNE_FINISHED)
-        .bind(86_400.0)
-        .bind(1000i64)
-        .fetch_one(pool)
-        .await
-        .unwrap();
+    let prune = seatq_core::sql::retention::PruneFinished { older_than_secs: 86_400.0, limit: 1000 };
+    let pruned = prune.query().fetch_one(pool).await.unwrap();
     assert_eq!(pruned, ids.len() as i64, "the old finished ones");
     let left: Vec<i64> =
         sqlx::query_scalar("SELECT id FROM seatq.requests ORDER BY id").fetch_all(&db.pool).await.unwrap();

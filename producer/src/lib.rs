@@ -36,19 +36,22 @@
 //!     │
 //!  batch          Batch: parties under one name and their keys, Submitted, Summary
 //!     │
+//!  view_cache     the client's cache of availability views
+//!  waiters        the waiter hub (private)
+//!     │
+//!  sql            the client's statements, each with its params and row structs (private;
+//!                 EventSummary, SeatGroup, WorkerInfo, Latency, Violation are its rows)
+//!     │
 //!  bulk           request files (JSON lines, CSV) read and checked; Format, Ref
 //!  venue          venue files read and checked
 //!  outcome_file   PartyOutcome, PartyStatus, OutcomeWriter (on bulk's Format and Ref)
-//!  view_cache     the client's cache of availability views
-//!  waiters        the waiter hub (private)
 //!     │
 //!  new_request    NewRequest, InBatch, check_name, check_ref     ┐ the ground floor:
 //!  retry          Retry, Backoff                                 │ imports nothing
 //!  keys           new_idempotency_key, batch parties' keys       │ of this crate's
 //!  lines          BadLine, text lines and CSV records            │
 //!  json           JSON text, a field named twice refused         │
-//!  availability   what a storefront shows                        │
-//!  sql            the client's statements                        ┘
+//!  availability   what a storefront shows                        ┘
 //! ```
 //!
 //! Below them all is `seatq-core`, re-exported: [`request`] (the request
@@ -59,8 +62,9 @@
 //! The root re-exports, below, what a user of the crate needs; the modules
 //! keep their functions and constants (`seatq::bulk::parse`,
 //! `seatq::venue::parse_csv`, `seatq::outcome_file::OUTCOME_COLUMNS`).
-//! `seatq::sql` is public only because the end-to-end tests run a few of
-//! its statements themselves, and hidden from the docs.
+//! The statements (`sql`) are private: each is run by a method of
+//! [`Client`], and the rows they read that a user sees are re-exported
+//! here.
 
 // Beyond the workspace's lints (Cargo.toml, [workspace.lints]), which this
 // crate takes too.
@@ -76,10 +80,7 @@ mod lines;
 pub mod new_request;
 pub mod outcome_file;
 mod retry;
-// Public only for the end-to-end tests, which run a few statements themselves
-// (`seatq::sql::queue::COUNT_UNFINISHED`, `ENQUEUE_MANY`, `IDEMPOTENCY_CONFLICTS`).
-#[doc(hidden)]
-pub mod sql;
+pub(crate) mod sql;
 pub mod venue;
 pub mod view_cache;
 mod waiters;
@@ -88,17 +89,17 @@ mod waiters;
 pub use crate::{
     availability::{AvailabilityView, ClassAvailability, ClassPrices, LayoutSeat, MapSeat, SeatStates},
     batch::{Batch, BatchStatus, Submitted, Summary},
-    client::{
-        Client,
-        enqueue::enqueue_in,
-        inventory::{EventChanges, EventSummary, SeatGroup},
-        operations::{Latency, Stats, Violation, WorkerInfo},
-    },
+    client::{Client, enqueue::enqueue_in, inventory::EventChanges, operations::Stats},
     keys::new_idempotency_key,
     lines::BadLine,
     new_request::{InBatch, NewRequest},
     outcome_file::{OutcomeWriter, PartyOutcome, PartyStatus},
     retry::{Backoff, Retry},
+    sql::{
+        inventory::{EventSummary, SeatGroup},
+        operations::WorkerInfo,
+        stats::{Latency, Violation},
+    },
     view_cache::ViewCacheStats,
 };
 pub use seatq_core::{

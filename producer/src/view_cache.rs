@@ -33,7 +33,7 @@ use sqlx::postgres::PgPool;
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
-use crate::availability::{AvailabilityView, LayoutSeat, SeatStates};
+use crate::availability::{AvailabilityView, LayoutSeat};
 use crate::{Error, sql};
 
 /// How old a view may be before a page view asks for a newer one, unless
@@ -276,16 +276,15 @@ async fn read_view(
 ) -> Result<Arc<AvailabilityView>, Error> {
     let started = Instant::now();
     if let Some(layout) = layout {
-        let states: SeatStates = sqlx::query_as(sql::availability::SEAT_STATES).bind(event).fetch_one(pool).await?;
+        let states = sql::availability::SeatStates { event }.query().fetch_one(pool).await?;
         if states.fit(&layout) {
             return Ok(Arc::new(AvailabilityView::new(event, layout, &states, started, started.elapsed())));
         }
     }
     let started = Instant::now();
     let mut tx = pool.begin_with(sql::availability::BEGIN_ONE_SNAPSHOT).await?;
-    let layout: Vec<LayoutSeat> =
-        sqlx::query_as(sql::availability::SEAT_LAYOUT).bind(event).fetch_all(&mut *tx).await?;
-    let states: SeatStates = sqlx::query_as(sql::availability::SEAT_STATES).bind(event).fetch_one(&mut *tx).await?;
+    let layout = sql::availability::SeatLayout { event }.query().fetch_all(&mut *tx).await?;
+    let states = sql::availability::SeatStates { event }.query().fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(Arc::new(AvailabilityView::new(event, layout.into(), &states, started, started.elapsed())))
 }

@@ -18,8 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sqlx::postgres::{PgListener, PgPool, PgRow};
-use sqlx::{FromRow as _, Row as _};
+use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -168,18 +167,8 @@ impl Drop for Waiter {
 
 /// Read `ids` in one statement (see [`sql::queue::FINISHED_OR_GONE`]).
 async fn read(pool: &PgPool, ids: &[i64]) -> Result<Vec<(i64, Finished)>, Error> {
-    let rows = sqlx::query(sql::queue::FINISHED_OR_GONE).bind(ids).fetch_all(pool).await?;
-    rows.iter().map(decode).collect::<Result<_, sqlx::Error>>().map_err(Error::from)
-}
-
-fn decode(row: &PgRow) -> Result<(i64, Finished), sqlx::Error> {
-    let wanted: i64 = row.try_get("wanted")?;
-    let found: Option<i64> = row.try_get("id")?;
-    let finished = match found {
-        Some(_) => Finished::Done(Box::new(RequestRecord::from_row(row)?)),
-        None => Finished::Gone,
-    };
-    Ok((wanted, finished))
+    let rows = sql::queue::FinishedOrGone { ids }.query().fetch_all(pool).await?;
+    Ok(rows.into_iter().map(|row| (row.wanted, row.record.map_or(Finished::Gone, Finished::Done))).collect())
 }
 
 /// Stops the listener task with the reader, and if the reader ends any other

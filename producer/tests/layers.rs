@@ -20,8 +20,9 @@ type Module = String;
 /// Which modules each module names.
 type Graph = BTreeMap<Module, BTreeSet<Module>>;
 
-/// The modules that import nothing of the crate.
-const GROUND_FLOOR: &[&str] = &["new_request", "retry", "keys", "lines", "json", "availability", "sql"];
+/// The modules that import nothing of the crate. (`sql` stands above
+/// `availability` and `venue`, whose types some of its statements read.)
+const GROUND_FLOOR: &[&str] = &["new_request", "retry", "keys", "lines", "json", "availability"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -264,6 +264,15 @@ pub async fn count_requests(db: &TestDb) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM seatq.requests").fetch_one(&db.pool).await.expect("count requests")
 }
 
+/// How many of the requests `ids` are still queued (not finished, whether
+/// due or scheduled): zero once all are.
+pub async fn count_queued(pool: &PgPool, ids: &[i64]) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM seatq.requests WHERE id = ANY($1) AND status = 'queued'")
+        .bind(ids)
+        .fetch_one(pool)
+        .await
+}
+
 /// A connection to the test server's `postgres` database, to create and drop
 /// others.
 pub async fn admin() -> Result<PgConnection, sqlx::Error> {

@@ -349,8 +349,9 @@ impl Metrics {
         if totals.until.is_some_and(|until| Instant::now() < until) {
             return totals.counts.clone();
         }
-        let counted =
-            bounded(pool, |tx| Box::pin(sqlx::query_as(stats::REQUESTS_BY_STATUS).fetch_all(&mut **tx))).await;
+        let counted = bounded(pool, |tx| Box::pin(stats::RequestsByStatus.query().fetch_all(&mut **tx)))
+            .await
+            .map(|rows| rows.into_iter().map(|row| (row.status, row.count)).collect());
         let again_in = match &counted {
             Ok(_) => TOTALS_EVERY,
             Err(e) if seatq_core::sqlstate::is_query_canceled(e) => {

@@ -45,10 +45,10 @@ impl Task for Pruner {
     async fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let mut total = 0;
         let result = loop {
-            let deleted = sqlx::query_scalar::<_, i64>(retention::PRUNE_FINISHED)
-                .bind(self.older_than.as_secs_f64())
-                .bind(PRUNE_BATCH)
-                .fetch_one(&self.pool);
+            let deleted =
+                retention::PruneFinished { older_than_secs: self.older_than.as_secs_f64(), limit: PRUNE_BATCH }
+                    .query()
+                    .fetch_one(&self.pool);
             let Some(batch) = shutdown.run_until_cancelled(deleted).await else { break Round::Done };
             match batch.map(|n| u64::try_from(n).unwrap_or(0)) {
                 Ok(n) => {

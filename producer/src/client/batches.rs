@@ -4,19 +4,18 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
 use futures_util::stream::{self, BoxStream, StreamExt as _};
-use serde_json::Value;
 
 use super::Client;
 use crate::batch::{Batch, BatchStatus, Submitted};
 use crate::bulk::Ref;
 use crate::keys::ref_key;
 use crate::new_request::NewRequest;
-use crate::outcome::{ErrorCode, RequestRecord, Status};
+use crate::outcome::ErrorCode;
 use crate::outcome_file::{PartyOutcome, event_and_class};
 use crate::retry::Retry;
-use crate::{Error, RequestError, sql, validate};
+use crate::sql::batch::{self as sql, BatchCount};
+use crate::{Error, RequestError, validate};
 
 /// Batches.
 impl Client {
@@ -64,9 +63,8 @@ impl Client {
         let keys: Vec<&str> = parties.iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
         let taken: HashMap<String, i64> = retry
             .run("looking up the batch's requests", || async {
-                let rows: Vec<(String, i64)> =
-                    sqlx::query_as(sql::batch::KEYS_TAKEN).bind(&keys).fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().collect())
+                let rows = sql::KeysTaken { keys: &keys }.query().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(|r| (r.idempotency_key, r.id)).collect())
             })
             .await?;
         let id_of = |p: &NewRequest| p.idempotency_key.as_ref().and_then(|k| taken.get(k)).copied();
@@ -122,11 +120,19 @@ impl Client {
     /// event and class, status and error code, in one statement. Empty
     /// (no first enqueue) if there is no such batch.
     pub async fn batch_status(&self, name: &str) -> Result<BatchStatus, Error> {
-        type Row =
-            (Option<Value>, Option<Value>, Status, Option<String>, i64, i64, DateTime<Utc>, Option<DateTime<Utc>>);
-        let rows: Vec<Row> = sqlx::query_as(sql::batch::BATCH_COUNTS).bind(name).fetch_all(&self.pool).await?;
+        let rows = sql::BatchCounts { batch: name }.query().fetch_all(&self.pool).await?;
         let mut status = BatchStatus { name: name.to_string(), ..BatchStatus::default() };
-        for (event, class, request_status, error_code, parties, seats, first, last) in rows {
+        for BatchCount {
+            event,
+            class,
+            status: request_status,
+            error_code,
+            parties,
+            seats,
+            first_enqueued: first,
+            last_finished: last,
+        } in rows
+        {
             let (event, class) = event_and_class(&serde_json::json!({ "event": event, "class": class }));
             status.summary.add_many(
                 event,
@@ -146,8 +152,8 @@ impl Client {
     /// lines they were first submitted from, read as they come (however
     /// large the batch, it is never all in memory).
     pub fn batch_results(&self, name: &str) -> BoxStream<'_, Result<PartyOutcome, Error>> {
-        sqlx::query_as::<_, RequestRecord>(sql::batch::BATCH_REQUESTS)
-            .bind(name.to_string())
+        sql::BatchRequests { batch: name }
+            .query()
             .fetch(&self.pool)
             .map(|row| row.map(|record| PartyOutcome::of(&record)).map_err(Error::from))
             .boxed()

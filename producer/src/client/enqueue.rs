@@ -13,6 +13,7 @@ use super::Client;
 use crate::new_request::{InBatch, NewRequest};
 use crate::outcome::ErrorCode;
 use crate::retry::Retry;
+use crate::sql::queue::{Enqueue, EnqueueMany, IdempotencyConflicts};
 use crate::{Error, RequestError, sql, validate};
 
 /// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
@@ -70,21 +71,19 @@ impl Client {
         let kinds: Vec<&str> = batch.iter().map(|n| n.request.kind()).collect();
         let payloads: Vec<Value> = batch.iter().map(|n| n.request.payload()).collect();
         let keys: Vec<Option<&str>> = batch.iter().map(|n| n.idempotency_key.as_deref()).collect();
-        let rows: Vec<(i64, String, Option<i64>, Option<i64>)> = sqlx::query_as(sql::queue::IDEMPOTENCY_CONFLICTS)
-            .bind(kinds)
-            .bind(payloads)
-            .bind(keys)
+        let rows = IdempotencyConflicts { kinds: &kinds, payloads: &payloads, keys: &keys }
+            .query()
             .fetch_all(&self.pool)
             .await?;
         Ok(rows
             .into_iter()
-            .map(|(position, key, first_id, first_position)| {
-                let first = match (first_id, first_position) {
+            .map(|row| {
+                let first = match (row.first_id, row.first_position) {
                     (Some(id), _) => format!("request {id}"),
                     (None, Some(p)) => format!("request {p} of this batch"),
                     (None, None) => "another request".to_string(),
                 };
-                Conflict { position: position as usize - 1, key, first }
+                Conflict { position: row.position as usize - 1, key: row.key, first }
             })
             .collect())
     }
@@ -185,19 +184,22 @@ impl Client {
         options: impl Iterator<Item = (Option<String>, i16)>,
     ) -> Result<Vec<i64>, Error> {
         let (keys, priorities): (Vec<Option<String>>, Vec<i32>) = options.map(|(k, p)| (k, i32::from(p))).unzip();
+        let keys: Vec<Option<&str>> = keys.iter().map(Option::as_deref).collect();
         let run_at: Vec<Option<DateTime<Utc>>> = vec![None; kinds.len()];
-        let none: Vec<Option<String>> = vec![None; kinds.len()];
-        let ids = sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
-            .bind(kinds)
-            .bind(payloads)
-            .bind(keys)
-            .bind(priorities)
-            .bind(run_at)
-            .bind(&none)
-            .bind(&none)
-            .bind(vec![None::<i32>; kinds.len()])
-            .fetch_all(&self.pool)
-            .await?;
+        let none: Vec<Option<&str>> = vec![None; kinds.len()];
+        let ids = EnqueueMany {
+            kinds,
+            payloads,
+            keys: &keys,
+            priorities: &priorities,
+            run_at: &run_at,
+            batches: &none,
+            batch_refs: &none,
+            batch_lines: &vec![None; kinds.len()],
+        }
+        .query()
+        .fetch_all(&self.pool)
+        .await?;
         Ok(ids)
     }
 }
@@ -218,17 +220,19 @@ pub async fn enqueue_in<'c>(executor: impl PgExecutor<'c>, new: impl Into<NewReq
     let new = new.into();
     new.check()?;
     let batch = new.batch.as_ref();
-    let id = sqlx::query_scalar(sql::queue::ENQUEUE)
-        .bind(new.request.kind())
-        .bind(new.request.payload())
-        .bind(&new.idempotency_key)
-        .bind(i32::from(new.priority))
-        .bind(new.run_at)
-        .bind(batch.map(|b| b.name.as_str()))
-        .bind(batch.and_then(|b| b.reference.as_deref()))
-        .bind(batch.and_then(InBatch::line_number))
-        .fetch_one(executor)
-        .await?;
+    let id = Enqueue {
+        kind: new.request.kind(),
+        payload: &new.request.payload(),
+        key: new.idempotency_key.as_deref(),
+        priority: i32::from(new.priority),
+        run_at: new.run_at,
+        batch: batch.map(|b| b.name.as_str()),
+        batch_ref: batch.and_then(|b| b.reference.as_deref()),
+        batch_line: batch.and_then(InBatch::line_number),
+    }
+    .query()
+    .fetch_one(executor)
+    .await?;
     Ok(id)
 }
 
@@ -242,17 +246,19 @@ async fn enqueue_chunk<'c>(executor: impl PgExecutor<'c>, chunk: &[NewRequest]) 
     let batches: Vec<Option<&str>> = chunk.iter().map(|n| n.batch.as_ref().map(|b| b.name.as_str())).collect();
     let refs: Vec<Option<&str>> = chunk.iter().map(|n| n.batch.as_ref().and_then(|b| b.reference.as_deref())).collect();
     let lines: Vec<Option<i32>> = chunk.iter().map(|n| n.batch.as_ref().and_then(InBatch::line_number)).collect();
-    sqlx::query_scalar(sql::queue::ENQUEUE_MANY)
-        .bind(kinds)
-        .bind(payloads)
-        .bind(keys)
-        .bind(priorities)
-        .bind(run_at)
-        .bind(batches)
-        .bind(refs)
-        .bind(lines)
-        .fetch_all(executor)
-        .await
+    EnqueueMany {
+        kinds: &kinds,
+        payloads: &payloads,
+        keys: &keys,
+        priorities: &priorities,
+        run_at: &run_at,
+        batches: &batches,
+        batch_refs: &refs,
+        batch_lines: &lines,
+    }
+    .query()
+    .fetch_all(executor)
+    .await
 }
 
 /// A request of a batch whose idempotency key was first used for another

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::Client;
 use crate::outcome::ErrorCode;
+use crate::sql::inventory::{self as sql, EventSummary, SeatGroup};
 use crate::venue::{NewEvent, VenueSeat};
-use crate::{Error, RequestError, SeatAvailability, sql, sqlstate, validate};
+use crate::{Error, RequestError, sqlstate, validate};
 
 /// Inventory: events and their seats.
 impl Client {
@@ -27,8 +27,8 @@ impl Client {
     /// number. Idempotent. Returns the ids in the order of `names`.
     pub async fn add_events(&self, names: &[String], seats: i32, per_row: i32) -> Result<Vec<i64>, Error> {
         let mut tx = self.pool.begin().await?;
-        let ids: Vec<i64> = sqlx::query_scalar(sql::inventory::ADD_EVENTS).bind(names).fetch_all(&mut *tx).await?;
-        sqlx::query(sql::inventory::ADD_SEATS).bind(&ids).bind(seats).bind(per_row.max(1)).execute(&mut *tx).await?;
+        let ids = sql::AddEvents { names }.query().fetch_all(&mut *tx).await?;
+        sql::AddSeats { events: &ids, seats, per_row: per_row.max(1) }.query().execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(ids)
     }
@@ -65,8 +65,7 @@ impl Client {
     /// ([`ErrorCode::EventExists`]), naming that event, for an import and an
     /// edit alike.
     async fn name_taken(&self, name: &str) -> Error {
-        let holder: Result<Option<i64>, sqlx::Error> =
-            sqlx::query_scalar(sql::inventory::EVENT_BY_NAME).bind(name).fetch_optional(&self.pool).await;
+        let holder = sql::EventByName { name }.query().fetch_optional(&self.pool).await;
         let which = match holder {
             Ok(Some(id)) => format!(" (event {id})"),
             _ => String::new(),
@@ -85,27 +84,29 @@ impl Client {
             })
             .collect();
         let mut tx = self.pool.begin().await?;
-        let id: i64 = sqlx::query_scalar(sql::inventory::IMPORT_EVENT)
-            .bind(&event.name)
-            .bind(&event.venue)
-            .bind(event.starts_at)
-            .bind(event.sales_from)
-            .bind(event.sales_until)
-            .bind(event.per_customer)
-            .fetch_one(&mut *tx)
-            .await?;
-        sqlx::query(sql::inventory::IMPORT_SEATS)
-            .bind(id)
-            .bind(row_nos)
-            .bind(seats.iter().map(|s| s.pos).collect::<Vec<_>>())
-            .bind(seats.iter().map(|s| s.class).collect::<Vec<_>>())
-            .bind(seats.iter().map(|s| s.price_cents).collect::<Vec<_>>())
-            .bind(seats.iter().map(|s| s.section.as_str()).collect::<Vec<_>>())
-            .bind(seats.iter().map(|s| s.row_label.as_str()).collect::<Vec<_>>())
-            .bind(seats.iter().map(|s| s.label.as_str()).collect::<Vec<_>>())
-            .bind(seats.iter().map(|s| s.for_sale).collect::<Vec<_>>())
-            .execute(&mut *tx)
-            .await?;
+        let new = sql::ImportEvent {
+            name: &event.name,
+            venue: event.venue.as_deref(),
+            starts_at: event.starts_at,
+            sales_from: event.sales_from,
+            sales_until: event.sales_until,
+            per_customer: event.per_customer,
+        };
+        let id = new.query().fetch_one(&mut *tx).await?;
+        sql::ImportSeats {
+            event: id,
+            row_nos: &row_nos,
+            positions: &seats.iter().map(|s| s.pos).collect::<Vec<_>>(),
+            classes: &seats.iter().map(|s| s.class).collect::<Vec<_>>(),
+            prices_cents: &seats.iter().map(|s| s.price_cents).collect::<Vec<_>>(),
+            sections: &seats.iter().map(|s| s.section.as_str()).collect::<Vec<_>>(),
+            row_labels: &seats.iter().map(|s| s.row_label.as_str()).collect::<Vec<_>>(),
+            labels: &seats.iter().map(|s| s.label.as_str()).collect::<Vec<_>>(),
+            for_sale: &seats.iter().map(|s| s.for_sale).collect::<Vec<_>>(),
+        }
+        .query()
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -113,13 +114,13 @@ impl Client {
     /// Every event (or only `event`), with its sales window and seat
     /// counts. A producer login may call it.
     pub async fn events(&self, event: Option<i64>) -> Result<Vec<EventSummary>, Error> {
-        Ok(sqlx::query_as(sql::inventory::LIST_EVENTS).bind(event).fetch_all(&self.pool).await?)
+        Ok(sql::ListEvents { event }.query().fetch_all(&self.pool).await?)
     }
 
     /// Event `event`'s seats in groups of one section, class and state, as a
     /// storefront sees them (`seatq event show`). A producer login may call it.
     pub async fn seat_groups(&self, event: i64) -> Result<Vec<SeatGroup>, Error> {
-        Ok(sqlx::query_as(sql::inventory::SEAT_GROUPS).bind(event).fetch_all(&self.pool).await?)
+        Ok(sql::SeatGroups { event }.query().fetch_all(&self.pool).await?)
     }
 
     /// Stop event `event`'s sales now: holds and books are refused
@@ -128,8 +129,7 @@ impl Client {
     /// move `sales_until` a few minutes ahead with [`Client::edit_event`]
     /// instead). Whether the event exists.
     pub async fn close_event(&self, event: i64) -> Result<bool, Error> {
-        let closed: Option<i64> =
-            sqlx::query_scalar(sql::inventory::CLOSE_EVENT).bind(event).fetch_optional(&self.pool).await?;
+        let closed = sql::CloseEvent { event }.query().fetch_optional(&self.pool).await?;
         Ok(closed.is_some())
     }
 
@@ -140,23 +140,21 @@ impl Client {
     /// sales as edited. Whether the event exists.
     pub async fn edit_event(&self, event: i64, changes: &EventChanges) -> Result<bool, Error> {
         let mut tx = self.pool.begin().await?;
-        let Some(mut edited) =
-            sqlx::query_as::<_, NewEvent>(sql::inventory::LOCK_EVENT).bind(event).fetch_optional(&mut *tx).await?
-        else {
+        let Some(mut edited) = sql::LockEvent { event }.query().fetch_optional(&mut *tx).await? else {
             return Ok(false);
         };
         changes.apply_to(&mut edited);
         edited.check()?;
-        let done = sqlx::query_scalar::<_, i64>(sql::inventory::EDIT_EVENT)
-            .bind(event)
-            .bind(&edited.name)
-            .bind(&edited.venue)
-            .bind(edited.starts_at)
-            .bind(edited.sales_from)
-            .bind(edited.sales_until)
-            .bind(edited.per_customer)
-            .fetch_optional(&mut *tx)
-            .await;
+        let edit = sql::EditEvent {
+            event,
+            name: &edited.name,
+            venue: edited.venue.as_deref(),
+            starts_at: edited.starts_at,
+            sales_from: edited.sales_from,
+            sales_until: edited.sales_until,
+            per_customer: edited.per_customer,
+        };
+        let done = edit.query().fetch_optional(&mut *tx).await;
         match done {
             Err(e) if sqlstate::is_unique_violation(&e) => {
                 drop(tx);
@@ -177,20 +175,18 @@ impl Client {
     /// Whether the event existed.
     pub async fn delete_event(&self, event: i64) -> Result<bool, Error> {
         let mut tx = self.pool.begin().await?;
-        let found: Option<NewEvent> =
-            sqlx::query_as(sql::inventory::LOCK_EVENT).bind(event).fetch_optional(&mut *tx).await?;
+        let found = sql::LockEvent { event }.query().fetch_optional(&mut *tx).await?;
         if found.is_none() {
             return Ok(false);
         }
-        let in_use: bool = sqlx::query_scalar(sql::inventory::EVENT_IN_USE).bind(event).fetch_one(&mut *tx).await?;
+        let in_use = sql::EventInUse { event }.query().fetch_one(&mut *tx).await?;
         if in_use {
             let message = format!(
                 "event {event} has bookings or queued requests and cannot be deleted; close its sales instead (seatq event close {event})"
             );
             return Err(RequestError { code: ErrorCode::EventInUse, message }.into());
         }
-        let deleted: Option<i64> =
-            sqlx::query_scalar(sql::inventory::DELETE_EVENT).bind(event).fetch_optional(&mut *tx).await?;
+        let deleted = sql::DeleteEvent { event }.query().fetch_optional(&mut *tx).await?;
         tx.commit().await?;
         Ok(deleted.is_some())
     }
@@ -223,38 +219,4 @@ impl EventChanges {
     pub fn is_empty(&self) -> bool {
         *self == EventChanges::default()
     }
-}
-
-/// An event as `seatq event list` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EventSummary {
-    pub id: i64,
-    pub name: String,
-    pub venue: Option<String>,
-    pub starts_at: Option<DateTime<Utc>>,
-    pub sales_from: Option<DateTime<Utc>>,
-    pub sales_until: Option<DateTime<Utc>>,
-    pub closed_at: Option<DateTime<Utc>>,
-    pub per_customer: Option<i32>,
-    /// Why sales refuse now (`not_on_sale`, `sales_closed`), or none: on sale.
-    pub refusal: Option<String>,
-    pub seats: i64,
-    pub free: i64,
-    pub taken: i64,
-    /// Not for sale.
-    pub blocked: i64,
-}
-
-/// Seats of one section, class and state.
-#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
-pub struct SeatGroup {
-    pub section: String,
-    pub class: i16,
-    /// How they show to a storefront: free (a lapsed hold too), held, booked
-    /// or not for sale.
-    pub state: SeatAvailability,
-    pub seats: i64,
-    pub min_price_cents: i32,
-    pub max_price_cents: i32,
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::Client;
 use crate::Error;
 use crate::availability::{AvailabilityView, ClassAvailability, LayoutSeat, MapSeat, SeatStates};
-use crate::sql;
+use crate::sql::availability as sql;
 use crate::view_cache::ViewCacheStats;
 
 /// The storefront: availability and seat maps.
@@ -17,7 +17,7 @@ impl Client {
     /// [`Client::cached_availability`]). Empty for an event without seats. A
     /// producer login may call it.
     pub async fn availability(&self, event: i64) -> Result<Vec<ClassAvailability>, Error> {
-        Ok(sqlx::query_as(sql::availability::AVAILABILITY).bind(event).fetch_all(&self.pool).await?)
+        Ok(sql::Availability { event }.query().fetch_all(&self.pool).await?)
     }
 
     /// Every seat of an event, in seat order, free, held, booked or not for
@@ -25,7 +25,7 @@ impl Client {
     /// [`Client::cached_availability`]). Empty for an event without seats. A
     /// producer login may call it.
     pub async fn seat_map(&self, event: i64) -> Result<Vec<MapSeat>, Error> {
-        Ok(sqlx::query_as(sql::availability::SEAT_MAP).bind(event).fetch_all(&self.pool).await?)
+        Ok(sql::SeatMap { event }.query().fetch_all(&self.pool).await?)
     }
 
     /// The layout of an event's seats (where each is and what it costs), in
@@ -33,14 +33,14 @@ impl Client {
     /// the seats are made. Empty for an event without seats. A producer
     /// login may call it.
     pub async fn seat_layout(&self, event: i64) -> Result<Vec<LayoutSeat>, Error> {
-        Ok(sqlx::query_as(sql::availability::SEAT_LAYOUT).bind(event).fetch_all(&self.pool).await?)
+        Ok(sql::SeatLayout { event }.query().fetch_all(&self.pool).await?)
     }
 
     /// How an event's seats stand now, compactly: the seats held, booked
     /// and not for sale (every other seat is free). With
     /// [`Client::seat_layout`], the whole map. A producer login may call it.
     pub async fn seat_states(&self, event: i64) -> Result<SeatStates, Error> {
-        Ok(sqlx::query_as(sql::availability::SEAT_STATES).bind(event).fetch_one(&self.pool).await?)
+        Ok(sql::SeatStates { event }.query().fetch_one(&self.pool).await?)
     }
 
     /// An event's availability for a page view: the summary per class and

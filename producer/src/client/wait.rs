@@ -10,15 +10,16 @@ use futures_util::stream::{self, BoxStream, FuturesUnordered, StreamExt as _};
 use tokio::time::Instant;
 
 use super::Client;
+use crate::Error;
 use crate::outcome::RequestRecord;
+use crate::sql::queue::GetRequest;
 use crate::waiters::{Finished, Waiter};
-use crate::{Error, sql};
 
 /// Waiting for outcomes.
 impl Client {
     /// The request as it stands now.
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
-        let record = sqlx::query_as(sql::queue::GET_REQUEST).bind(id).fetch_optional(&self.pool).await?;
+        let record = GetRequest { id }.query().fetch_optional(&self.pool).await?;
         record.ok_or(Error::NotFound(id))
     }
 

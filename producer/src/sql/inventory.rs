@@ -1,9 +1,19 @@
 //! Events and seats.
+//!
+//! Each statement's params struct and row struct are beside it (see
+//! [`crate::sql`]).
 
-/// Create events by name ($1, in order), or find the existing ones; returns
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Effect, Rows, Scalars};
+use crate::outcome::SeatAvailability;
+use crate::venue::NewEvent;
+
+/// Create events by name ($1, in order: [`AddEvents`]), or find the existing ones; returns
 /// their ids in the order given. DO NOTHING, not DO UPDATE: updating an
 /// event row would lock it against the bookings being made on it.
-pub const ADD_EVENTS: &str = "
+pub(crate) const ADD_EVENTS: &str = "
 WITH names AS (
     SELECT name, ord FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
 ), new AS (
@@ -18,13 +28,26 @@ LEFT JOIN new ON new.name = names.name
 LEFT JOIN seatq.events old ON old.name = names.name
 ORDER BY names.ord";
 
-/// Give each event of $1 seats 1..=$2, $3 to a row, laid out like the classic
+/// The parameters of [`ADD_EVENTS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddEvents<'a> {
+    /// The events' names.
+    pub(crate) names: &'a [String],
+}
+
+impl<'a> AddEvents<'a> {
+    pub(crate) fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(ADD_EVENTS).bind(self.names)
+    }
+}
+
+/// Give each event of $1 seats 1..=$2, $3 to a row ([`AddSeats`]), laid out like the classic
 /// airline example: class 1 for seats 1-19, class 2 for 20-49, class 3 for 50
 /// and up, each class with a dearer front half and a cheaper back half. Every
 /// seat is in section "Cabin", its row labelled with the row number and the
 /// seat with row and letter ("12C"), or its number when a row is wider than
 /// the alphabet. Idempotent.
-pub const ADD_SEATS: &str = "
+pub(crate) const ADD_SEATS: &str = "
 INSERT INTO seatq.seats (event_id, seat_no, class, price_cents, row_no, pos, section, row_label, label)
 SELECT e.id, s, c.class,
        CASE c.class
@@ -40,30 +63,120 @@ CROSS JOIN generate_series(1, $2) s
 CROSS JOIN LATERAL (SELECT CASE WHEN s <= 19 THEN 1 WHEN s <= 49 THEN 2 ELSE 3 END AS class) c
 ON CONFLICT DO NOTHING";
 
-/// Create an imported event: name, venue, start, on sale from, until (by
-/// default its start), per-customer limit. Fails on a name already used.
-pub const IMPORT_EVENT: &str = "
+/// The parameters of [`ADD_SEATS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddSeats<'a> {
+    /// The events' ids.
+    pub(crate) events: &'a [i64],
+    /// Seats per event, numbered from 1.
+    pub(crate) seats: i32,
+    /// Seats to a row (at least 1).
+    pub(crate) per_row: i32,
+}
+
+impl<'a> AddSeats<'a> {
+    pub(crate) fn query(&self) -> Effect<'a> {
+        sqlx::query(ADD_SEATS).bind(self.events).bind(self.seats).bind(self.per_row)
+    }
+}
+
+/// Create an imported event ([`ImportEvent`]): name, venue, start, on sale
+/// from, until (by default its start), per-customer limit. Fails on a name
+/// already used.
+pub(crate) const IMPORT_EVENT: &str = "
 INSERT INTO seatq.events (name, venue, starts_at, sales_from, sales_until, per_customer)
 VALUES ($1, $2, $3, $4, coalesce($5, $3), $6)
 RETURNING id";
 
-/// The id of the event named $1.
-pub const EVENT_BY_NAME: &str = "SELECT id FROM seatq.events WHERE name = $1";
+/// The parameters of [`IMPORT_EVENT`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ImportEvent<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) venue: Option<&'a str>,
+    pub(crate) starts_at: Option<DateTime<Utc>>,
+    /// On sale from (none: at once).
+    pub(crate) sales_from: Option<DateTime<Utc>>,
+    /// On sale until (none: until `starts_at`).
+    pub(crate) sales_until: Option<DateTime<Utc>>,
+    /// At most this many live seats per customer (none: no limit).
+    pub(crate) per_customer: Option<i32>,
+}
 
-/// Give event $1 its imported seats, numbered 1.. in file order: per seat
+impl<'a> ImportEvent<'a> {
+    pub(crate) fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(IMPORT_EVENT)
+            .bind(self.name)
+            .bind(self.venue)
+            .bind(self.starts_at)
+            .bind(self.sales_from)
+            .bind(self.sales_until)
+            .bind(self.per_customer)
+    }
+}
+
+/// The id of the event named $1 ([`EventByName`]).
+pub(crate) const EVENT_BY_NAME: &str = "SELECT id FROM seatq.events WHERE name = $1";
+
+/// The parameters of [`EVENT_BY_NAME`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventByName<'a> {
+    pub(crate) name: &'a str,
+}
+
+impl<'a> EventByName<'a> {
+    pub(crate) fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(EVENT_BY_NAME).bind(self.name)
+    }
+}
+
+/// Give event $1 its imported seats ([`ImportSeats`]), numbered 1.. in file order: per seat
 /// its row number (one per section and row), position, class, price,
 /// section, row and seat labels, and whether it is for sale (else blocked).
-pub const IMPORT_SEATS: &str = "
+pub(crate) const IMPORT_SEATS: &str = "
 INSERT INTO seatq.seats (event_id, seat_no, row_no, pos, class, price_cents, section, row_label, label, state)
 SELECT $1, s.ord, s.row_no, s.pos, s.class, s.price_cents, s.section, s.row_label, s.label,
        CASE WHEN s.for_sale THEN 'available' ELSE 'blocked' END::seatq.seat_state
 FROM unnest($2::int[], $3::int[], $4::smallint[], $5::int[], $6::text[], $7::text[], $8::text[], $9::bool[])
     WITH ORDINALITY AS s(row_no, pos, class, price_cents, section, row_label, label, for_sale, ord)";
 
-/// Every event (or only event $1), with its seat counts (taken: live holds
+/// The parameters of [`IMPORT_SEATS`]: the event, then one array a column,
+/// one element a seat, in file order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ImportSeats<'a> {
+    pub(crate) event: i64,
+    /// Row numbers, one per section and row.
+    pub(crate) row_nos: &'a [i32],
+    /// Places in their rows.
+    pub(crate) positions: &'a [i32],
+    pub(crate) classes: &'a [i16],
+    pub(crate) prices_cents: &'a [i32],
+    pub(crate) sections: &'a [&'a str],
+    pub(crate) row_labels: &'a [&'a str],
+    pub(crate) labels: &'a [&'a str],
+    /// Whether each is for sale (else blocked).
+    pub(crate) for_sale: &'a [bool],
+}
+
+impl<'a> ImportSeats<'a> {
+    pub(crate) fn query(&self) -> Effect<'a> {
+        sqlx::query(IMPORT_SEATS)
+            .bind(self.event)
+            .bind(self.row_nos)
+            .bind(self.positions)
+            .bind(self.classes)
+            .bind(self.prices_cents)
+            .bind(self.sections)
+            .bind(self.row_labels)
+            .bind(self.labels)
+            .bind(self.for_sale)
+    }
+}
+
+/// Every event (or only event $1: [`ListEvents`]), one [`EventSummary`]
+/// each, with its seat counts (taken: live holds
 /// and bookings), counted by `seatq.availability`: a producer login may run
 /// it (it may not read the seats themselves).
-pub const LIST_EVENTS: &str = "
+pub(crate) const LIST_EVENTS: &str = "
 SELECT e.id, e.name, e.venue, e.starts_at, e.sales_from, e.sales_until, e.closed_at, e.per_customer,
        seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal,
        coalesce(sum(a.seats), 0)::bigint AS seats,
@@ -76,38 +189,124 @@ WHERE $1::bigint IS NULL OR e.id = $1
 GROUP BY e.id
 ORDER BY e.id";
 
-/// Event $1's seats by section, class and how they show to a storefront
+/// The parameters of [`LIST_EVENTS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListEvents {
+    /// Only this event (none: every event).
+    pub(crate) event: Option<i64>,
+}
+
+impl ListEvents {
+    pub(crate) fn query(&self) -> Rows<'static, EventSummary> {
+        sqlx::query_as(LIST_EVENTS).bind(self.event)
+    }
+}
+
+// The row of LIST_EVENTS.
+/// An event as `seatq event list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventSummary {
+    pub id: i64,
+    pub name: String,
+    pub venue: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub sales_from: Option<DateTime<Utc>>,
+    pub sales_until: Option<DateTime<Utc>>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub per_customer: Option<i32>,
+    /// Why sales refuse now (`not_on_sale`, `sales_closed`), or none: on sale.
+    pub refusal: Option<String>,
+    pub seats: i64,
+    pub free: i64,
+    pub taken: i64,
+    /// Not for sale.
+    pub blocked: i64,
+}
+
+/// Event $1's seats ([`SeatGroups`]) by section, class and how they show to a storefront
 /// (free, held, booked, not for sale), with the price range, in the order
 /// of the sections' first rows; from `seatq.seat_map`, so a producer login
 /// may run it.
-pub const SEAT_GROUPS: &str = "
+pub(crate) const SEAT_GROUPS: &str = "
 SELECT section, class, state, count(*) AS seats,
        min(price_cents) AS min_price_cents, max(price_cents) AS max_price_cents
 FROM seatq.seat_map($1)
 GROUP BY section, class, state
 ORDER BY min(row_no), class, state";
 
-/// Stop event $1's sales now (kept if already closed), and cut its live
+/// The parameters of [`SEAT_GROUPS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SeatGroups {
+    pub(crate) event: i64,
+}
+
+impl SeatGroups {
+    pub(crate) fn query(&self) -> Rows<'static, SeatGroup> {
+        sqlx::query_as(SEAT_GROUPS).bind(self.event)
+    }
+}
+
+// The row of SEAT_GROUPS.
+/// Seats of one section, class and state.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
+pub struct SeatGroup {
+    pub section: String,
+    pub class: i16,
+    /// How they show to a storefront: free (a lapsed hold too), held, booked
+    /// or not for sale.
+    pub state: SeatAvailability,
+    pub seats: i64,
+    pub min_price_cents: i32,
+    pub max_price_cents: i32,
+}
+
+/// Stop event $1's sales now ([`CloseEvent`]; kept if already closed), and cut its live
 /// holds to that moment, seats and bookings alike: a hold never outlives its
 /// event's sales, so they lapse at once (confirm is then `hold_expired`) and
 /// the sweeper releases them (`seatq.cut_holds`). Whether the event exists.
-pub const CLOSE_EVENT: &str = "
+pub(crate) const CLOSE_EVENT: &str = "
 WITH closed AS (
     UPDATE seatq.events SET closed_at = coalesce(closed_at, now()) WHERE id = $1 RETURNING id, closed_at
 )
 SELECT id FROM closed, seatq.cut_holds(id, closed_at)";
 
-/// Event $1 as it stands, locked until the transaction ends (for an edit).
-pub const LOCK_EVENT: &str = "
+/// The parameters of [`CLOSE_EVENT`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CloseEvent {
+    pub(crate) event: i64,
+}
+
+impl CloseEvent {
+    pub(crate) fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(CLOSE_EVENT).bind(self.event)
+    }
+}
+
+/// Event $1 as it stands ([`LockEvent`]; its fields as a [`NewEvent`]),
+/// locked until the transaction ends (for an edit).
+pub(crate) const LOCK_EVENT: &str = "
 SELECT name, venue, starts_at, sales_from, sales_until, per_customer
 FROM seatq.events WHERE id = $1 FOR UPDATE";
 
+/// The parameters of [`LOCK_EVENT`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockEvent {
+    pub(crate) event: i64,
+}
+
+impl LockEvent {
+    pub(crate) fn query(&self) -> Rows<'static, NewEvent> {
+        sqlx::query_as(LOCK_EVENT).bind(self.event)
+    }
+}
+
 /// Set event $1's name ($2), venue ($3), start ($4), sales window ($5,
-/// $6) and per-customer limit ($7), and cut its live holds to the end of
+/// $6) and per-customer limit ($7) ([`EditEvent`]), and cut its live holds to the end of
 /// its sales (`seatq.sales_end`), seats and bookings alike: moving
 /// `sales_until` earlier shortens the holds already made, as it caps new
 /// ones. A limit set or changed counts from then on (`events_limit_added`).
-pub const EDIT_EVENT: &str = "
+pub(crate) const EDIT_EVENT: &str = "
 WITH edited AS (
     UPDATE seatq.events
     SET name = $2, venue = $3, starts_at = $4, sales_from = $5, sales_until = $6, per_customer = $7
@@ -116,13 +315,64 @@ WITH edited AS (
 )
 SELECT id FROM edited, seatq.cut_holds(id, sales_end)";
 
-/// Whether event $1 has been used: any booking of it (live, lapsed or
+/// The parameters of [`EDIT_EVENT`]: the event, and every field it is to
+/// have (those unchanged as they were).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EditEvent<'a> {
+    pub(crate) event: i64,
+    pub(crate) name: &'a str,
+    pub(crate) venue: Option<&'a str>,
+    pub(crate) starts_at: Option<DateTime<Utc>>,
+    pub(crate) sales_from: Option<DateTime<Utc>>,
+    pub(crate) sales_until: Option<DateTime<Utc>>,
+    pub(crate) per_customer: Option<i32>,
+}
+
+impl<'a> EditEvent<'a> {
+    pub(crate) fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(EDIT_EVENT)
+            .bind(self.event)
+            .bind(self.name)
+            .bind(self.venue)
+            .bind(self.starts_at)
+            .bind(self.sales_from)
+            .bind(self.sales_until)
+            .bind(self.per_customer)
+    }
+}
+
+/// Whether event $1 has been used ([`EventInUse`]): any booking of it (live, lapsed or
 /// cancelled: history), or a request naming it still queued.
-pub const EVENT_IN_USE: &str = "
+pub(crate) const EVENT_IN_USE: &str = "
 SELECT EXISTS (SELECT 1 FROM seatq.bookings WHERE event_id = $1)
     OR EXISTS (SELECT 1 FROM seatq.requests WHERE status = 'queued' AND payload -> 'event' = to_jsonb($1::bigint))";
 
-/// Delete event $1's seats, then the event; the event's id, if it existed.
-pub const DELETE_EVENT: &str = "
+/// The parameters of [`EVENT_IN_USE`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventInUse {
+    pub(crate) event: i64,
+}
+
+impl EventInUse {
+    pub(crate) fn query(&self) -> Scalars<'static, bool> {
+        sqlx::query_scalar(EVENT_IN_USE).bind(self.event)
+    }
+}
+
+/// Delete event $1's seats, then the event ([`DeleteEvent`]); the event's
+/// id, if it existed.
+pub(crate) const DELETE_EVENT: &str = "
 WITH seats AS (DELETE FROM seatq.seats WHERE event_id = $1)
 DELETE FROM seatq.events WHERE id = $1 RETURNING id";
+
+/// The parameters of [`DELETE_EVENT`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeleteEvent {
+    pub(crate) event: i64,
+}
+
+impl DeleteEvent {
+    pub(crate) fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(DELETE_EVENT).bind(self.event)
+    }
+}

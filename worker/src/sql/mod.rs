@@ -42,6 +42,11 @@
 //! ([`allocation::LOCK_CHEAPEST`] and its variants) share one struct, which
 //! picks the text. ([`claim::BEGIN_SERIALIZABLE`] is how a transaction
 //! begins, not a statement the worker binds: it has none.)
+//!
+//! The three query types ([`Rows`], [`Scalars`], [`Effect`]) are
+//! [`seatq_core::sql`]'s, re-exported here: the statements the worker shares
+//! with producers there, and the client's own (`seatq::sql`), have the same
+//! shape.
 
 pub mod allocation;
 pub mod bookings;
@@ -52,14 +57,5 @@ pub mod metrics;
 pub mod registry;
 pub mod rescue;
 
-use sqlx::Postgres;
-use sqlx::postgres::PgArguments;
-
-/// A statement whose rows are read as `Row`, a `FromRow` struct.
-pub type Rows<'a, Row> = sqlx::query::QueryAs<'a, Postgres, Row, PgArguments>;
-
-/// A statement whose rows are one column each, read as `T`.
-pub type Scalars<'a, T> = sqlx::query::QueryScalar<'a, Postgres, T, PgArguments>;
-
-/// A statement run for its effect: nothing it returns is read.
-pub type Effect<'a> = sqlx::query::Query<'a, Postgres, PgArguments>;
+// Defined in seatq-core, which the client's statements use too.
+pub use seatq_core::sql::{Effect, Rows, Scalars};

@@ -39,7 +39,9 @@ impl Via {
 
 /// The producers' client, as `seatq serve` connects.
 pub async fn connect(url: &str) -> anyhow::Result<Client> {
-    seatq_server::connect(url, CONNECTIONS, PATIENCE).await.context("connecting the producers")
+    seatq_server::connect(&seatq_server::Urls { database: url, ..Default::default() }, CONNECTIONS, PATIENCE)
+        .await
+        .context("connecting the producers")
 }
 
 /// Send every request of `requests` through `producers` concurrent

@@ -51,6 +51,10 @@ struct Cli {
     /// PostgreSQL URL; the database is created and migrated if missing.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true, default_value = seatq::db::DEFAULT_DATABASE_URL)]
     database_url: String,
+    /// With a --database-url through a transaction pooler (?pool_mode=transaction): a direct or
+    /// session-mode URL for what needs a session (creating the database, migrations, waiting by LISTEN).
+    #[arg(long, global = true, env = "SEATQ_SESSION_URL", hide_env_values = true)]
+    session_url: Option<String>,
     /// Print JSON instead of text, errors included: {"error": {"code", "message"}} on standard
     /// output, with the same exit status (see --help).
     #[arg(long, global = true)]
@@ -226,6 +230,10 @@ struct ServeArgs {
     /// wait).
     #[arg(long, env = "SEATQ_HTTP_POOL", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pool_size: u32,
+    /// Read availability and seat maps (the shop's page views) from this hot standby's URL rather than the
+    /// primary's (see docs/operations.md, "Production PostgreSQL").
+    #[arg(long, env = "SEATQ_READ_URL", hide_env_values = true)]
+    read_url: Option<String>,
     /// The longest an HTTP request may take, in seconds, 3 to 3600 (a long-poll waits a little less).
     #[arg(long, env = "SEATQ_HTTP_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
     request_timeout_secs: u64,
@@ -478,6 +486,7 @@ fn error_text(e: &anyhow::Error) -> String {
 /// What every command needs: where the database is, how to print, how to retry.
 struct Ctx {
     database_url: String,
+    session_url: Option<String>,
     json: bool,
     retry: Retry,
 }
@@ -486,14 +495,15 @@ impl Ctx {
     /// Connect (creating the database and applying migrations if needed),
     /// retrying while the server cannot be reached.
     async fn connect(&self) -> anyhow::Result<Client> {
-        let url = &self.database_url;
-        Ok(self.retry.run("connecting", || Client::connect_with_timeout(url, ACQUIRE_TIMEOUT)).await?)
+        let target = seatq::reach::Target::parse(&self.database_url, self.session_url.as_deref())?;
+        Ok(self.retry.run("connecting", || Client::connect_to(&target, ACQUIRE_TIMEOUT)).await?)
     }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Ctx {
         database_url: cli.database_url,
+        session_url: cli.session_url,
         json: cli.json,
         retry: Retry::within(Duration::from_secs(cli.retry_secs)),
     };
@@ -791,8 +801,12 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     // Bind before connecting: a taken port is a mistake to report at once.
     let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
-    let url = &ctx.database_url;
-    let client = ctx.retry.run("connecting", || seatq_server::connect(url, args.pool_size, ACQUIRE_TIMEOUT)).await?;
+    let urls = seatq_server::Urls {
+        database: &ctx.database_url,
+        session: ctx.session_url.as_deref(),
+        reads: args.read_url.as_deref(),
+    };
+    let client = ctx.retry.run("connecting", || seatq_server::connect(&urls, args.pool_size, ACQUIRE_TIMEOUT)).await?;
     let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage(e.to_string()))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, api = !args.no_api, shop = !args.no_shop, dashboard = !args.no_dashboard, "seatq serve: http://{addr}/");

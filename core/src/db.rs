@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
+use crate::reach::{Db, PoolMode, Target};
 use crate::{Error, sqlstate};
 
 /// Used when `DATABASE_URL` is unset.
@@ -17,9 +18,13 @@ pub fn database_url() -> String {
     std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_string())
 }
 
-/// Parse a database URL into connection options.
+/// Parse a database URL into connection options, with no startup parameter
+/// a pooler refuses: sqlx sends `extra_float_digits` unless told not to, and
+/// PgBouncer answers `unsupported startup parameter` (SQLSTATE 08P01) to it
+/// in every pool mode, unless its `ignore_startup_parameters` lists it. It
+/// changes only how floats are written as text, and seatq reads none so.
 pub fn options(url: &str) -> Result<PgConnectOptions, Error> {
-    PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl(e.to_string()))
+    Ok(PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl(e.to_string()))?.extra_float_digits(None))
 }
 
 /// `url` with database `db` instead of its own, for another process (a
@@ -56,10 +61,70 @@ pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<
 /// any, so every pooled connection (and its `after_connect`) finds the
 /// schema current.
 pub async fn connect_pool(options: PgConnectOptions, pool: PgPoolOptions) -> Result<PgPool, Error> {
-    let mut conn = connect_creating(&options, pool.get_acquire_timeout()).await?;
+    prepare(&options, pool.get_acquire_timeout()).await?;
+    pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))
+}
+
+/// Create the database if it does not exist and apply the migrations, on a
+/// session of its own (`options`), then close it.
+async fn prepare(options: &PgConnectOptions, within: Duration) -> Result<(), Error> {
+    let mut conn = connect_creating(options, within).await?;
     migrate(&mut conn).await?;
     let _ = sqlx::Connection::close(conn).await;
-    pool.connect_with(options.clone()).await.map_err(|e| unreachable(&options, e))
+    Ok(())
+}
+
+/// [`connect_pool`] for a [`Target`]: the database is created and migrated
+/// through its session URL when it has one. A transaction pooler's target
+/// without one only checks that the schema is current
+/// ([`Error::NotMigrated`] if not): creating a database and migrating need a
+/// session.
+pub async fn connect_target(target: &Target, pool: PgPoolOptions) -> Result<Db, Error> {
+    if let Some(session) = &target.session {
+        prepare(session, pool.get_acquire_timeout()).await?;
+    }
+    let options = &target.options;
+    let pool = match target.mode {
+        PoolMode::Transaction => pool.after_connect(|conn, _| Box::pin(crate::reach::learn_types(conn))),
+        _ => pool,
+    };
+    let db = Db::new(pool.connect_with(options.clone()).await.map_err(|e| unreachable(options, e))?, target);
+    if target.session.is_none() {
+        let applied: Vec<Applied> = sqlx::query_as(crate::sql::schema::APPLIED_MIGRATIONS)
+            .fetch_all(&db)
+            .await
+            .or_else(|e| if sqlstate::is(&e, sqlstate::UNDEFINED_TABLE) { Ok(Vec::new()) } else { Err(e) })?;
+        if !schema_current(&applied)? {
+            return Err(Error::NotMigrated { database: options.get_database().unwrap_or("").to_string() });
+        }
+    }
+    Ok(db)
+}
+
+/// A migration the database has applied: its version, checksum, and the
+/// database's name.
+type Applied = (i64, Vec<u8>, String);
+
+fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.dangerous_set_table_name(crate::sql::schema::MIGRATIONS_TABLE);
+    migrator.create_schema(crate::sql::schema::SCHEMA);
+    migrator
+}
+
+/// Whether every migration of this build is applied; [`Error::SchemaMismatch`]
+/// when an applied one differs from this build's text of it.
+fn schema_current(applied: &[Applied]) -> Result<bool, Error> {
+    let migrator = migrator();
+    let ups = || migrator.iter().filter(|m| !m.migration_type.is_down_migration());
+    // Checked here rather than left to sqlx's own check, which runs only
+    // when something is pending: a least-privilege role never migrates.
+    if let Some((version, _, database)) =
+        applied.iter().find(|(v, sum, _)| ups().any(|m| m.version == *v && *m.checksum != **sum))
+    {
+        return Err(Error::SchemaMismatch { database: database.clone(), version: *version });
+    }
+    Ok(ups().all(|m| applied.iter().any(|(v, _, _)| *v == m.version)))
 }
 
 /// Apply the migrations in `migrations/` unless all are applied already
@@ -73,26 +138,14 @@ pub async fn connect_pool(options: PgConnectOptions, pool: PgPoolOptions) -> Res
 pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) -> Result<(), Error> {
     use crate::sql::schema;
     let mut conn = db.acquire().await?;
-    let mut migrator = sqlx::migrate!("./migrations");
-    migrator.dangerous_set_table_name(schema::MIGRATIONS_TABLE);
-    migrator.create_schema(schema::SCHEMA);
-    let applied: Vec<(i64, Vec<u8>, String)> =
+    let applied: Vec<Applied> =
         sqlx::query_as(schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
-    let ups = || migrator.iter().filter(|m| !m.migration_type.is_down_migration());
-    // Checked here rather than left to sqlx's own check, which runs only
-    // when something is pending: a least-privilege role never migrates.
-    if let Some((version, _, database)) =
-        applied.iter().find(|(v, sum, _)| ups().any(|m| m.version == *v && *m.checksum != **sum))
-    {
-        return Err(Error::SchemaMismatch { database: database.clone(), version: *version });
-    }
-    let current = ups().all(|m| applied.iter().any(|(v, _, _)| *v == m.version));
-    if !current {
+    if !schema_current(&applied)? {
         let old: Option<String> = sqlx::query_scalar(schema::OLD_SCHEMA).fetch_optional(&mut *conn).await?;
         if let Some(database) = old {
             return Err(Error::OldSchema { database });
         }
-        migrator.run(&mut *conn).await?;
+        migrator().run(&mut *conn).await?;
     }
     Ok(())
 }
@@ -101,26 +154,44 @@ pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) 
 /// which it would hold for as long as it listens), with `pool`'s options and
 /// acquire timeout (which also bounds each reconnection attempt).
 pub async fn listen(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
+    listen_on(pool.connect_options().as_ref(), pool.options().get_acquire_timeout(), channel).await
+}
+
+/// A listener on `channel`, connected with `options`, each connection
+/// attempt bounded by `acquire_timeout`.
+async fn listen_on(
+    options: &PgConnectOptions,
+    acquire_timeout: Duration,
+    channel: &str,
+) -> Result<PgListener, sqlx::Error> {
     let own = PgPoolOptions::new()
         .max_connections(1)
         .idle_timeout(None)
         .max_lifetime(None)
-        .acquire_timeout(pool.options().get_acquire_timeout())
-        .connect_with(pool.connect_options().as_ref().clone())
+        .acquire_timeout(acquire_timeout)
+        .connect_with(options.clone())
         .await?;
     let mut listener = PgListener::connect_with(&own).await?;
     listener.listen(channel).await?;
     Ok(listener)
 }
 
-/// [`listen`], tried again on the shared reconnect schedule
-/// ([`crate::retry::Jitter::reconnect`]) until it works; each failure is
-/// logged (`warn`) as "could not listen for `what`".
-pub async fn listen_until_connected(pool: &PgPool, channel: &str, what: &str) -> PgListener {
+/// A listener on `channel` on `db`'s session connection, tried again on the
+/// shared reconnect schedule ([`crate::retry::Jitter::reconnect`]) until it
+/// works; each failure is logged (`warn`) as "could not listen for `what`".
+/// `None` when `db` has no session (a transaction pooler with no session
+/// URL, where `LISTEN` would land on a session other clients share): the
+/// caller polls instead.
+pub async fn listen_until_connected(db: &Db, channel: &str, what: &str) -> Option<PgListener> {
+    let Some(options) = db.session_options() else {
+        tracing::info!("no session to listen for {what} on (a transaction pooler, no session URL); polling instead");
+        return None;
+    };
+    let within = db.pool().options().get_acquire_timeout();
     let mut delays = crate::retry::Jitter::reconnect();
     loop {
-        match listen(pool, channel).await {
-            Ok(listener) => return listener,
+        match listen_on(options, within, channel).await {
+            Ok(listener) => return Some(listener),
             Err(e) => {
                 let pause = delays.next_delay();
                 tracing::warn!(error = %e, in_ms = pause.as_millis() as u64, "could not listen for {what}");

@@ -48,12 +48,13 @@ pub enum Error {
     Timeout(i64),
     /// The connection was lost while a transaction was committing, and
     /// whether it committed could not be found out (see
-    /// `seatq::Client::enqueue_all`).
+    /// `seatq::Client::enqueue_all`): `why` says what stood in the way (the
+    /// server could not tell in time, or another server answers now, after a
+    /// failover, which cannot know).
     #[error(
-        "the connection was lost while transaction {xid} was committing and its fate is unknown: \
-         ask the server with SELECT pg_xact_status('{xid}') before trying again ({source})"
+        "the connection was lost while transaction {xid} was committing, and whether it committed is unknown: {why} ({source})"
     )]
-    CommitUnknown { xid: String, source: sqlx::Error },
+    CommitUnknown { xid: String, why: String, source: sqlx::Error },
     #[error("database error: {}", db_text(.0))]
     Db(sqlx::Error),
     /// One read made for several callers failed, and each of them gets
@@ -85,6 +86,15 @@ pub enum Error {
          (DROP SCHEMA seatq CASCADE), or point DATABASE_URL at another database."
     )]
     SchemaMismatch { database: String, version: i64 },
+    /// The schema needs migrations this build has, and the client reaches
+    /// the database only through a transaction pooler, where migrating is
+    /// unsafe (sqlx serialises migrations with a session advisory lock).
+    #[error(
+        "database \"{database}\" needs migrating, which cannot be done through a transaction pooler: run \
+         `seatq migrate` with a direct (or session-mode) URL, or give this client one for its session work \
+         (SEATQ_SESSION_URL)"
+    )]
+    NotMigrated { database: String },
 }
 
 /// A database error as a person reads it: PostgreSQL's message and its
@@ -130,7 +140,7 @@ impl Error {
     /// The stable code of this error, as `seatq --json` and `seatq serve`'s
     /// API print it: a refused request's own [`ErrorCode`], else one of
     /// `bad_url`, `unreachable`, `not_found`, `timeout`, `commit_unknown`,
-    /// `database`, `migration`, `old_schema`, `schema_mismatch`.
+    /// `database`, `migration`, `old_schema`, `schema_mismatch`, `not_migrated`.
     pub fn code(&self) -> &'static str {
         match self {
             Error::BadUrl(_) => "bad_url",
@@ -144,6 +154,7 @@ impl Error {
             Error::Migrate(_) => "migration",
             Error::OldSchema { .. } => "old_schema",
             Error::SchemaMismatch { .. } => "schema_mismatch",
+            Error::NotMigrated { .. } => "not_migrated",
         }
     }
 

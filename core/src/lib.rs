@@ -15,6 +15,8 @@
 //! - [`error`]: the error types of the libraries (and a refused request's);
 //! - [`db`]: connecting, with zero-configuration start and migrations, and
 //!   creating and dropping databases;
+//! - [`reach`]: how seatq reaches its database (directly, or through a
+//!   transaction pooler), and the pool handle every statement runs on;
 //! - [`retry`]: jittered exponential backoff;
 //! - [`sqlstate`]: what a database error's SQLSTATE means to seatq;
 //! - [`sql`]: the statements producers and workers both run;
@@ -30,6 +32,7 @@ pub mod error;
 pub mod http;
 pub mod limits;
 pub mod outcome;
+pub mod reach;
 pub mod request;
 pub mod retry;
 pub mod sql;

@@ -60,6 +60,13 @@ impl Jitter {
         Jitter::new(Duration::from_millis(100), Duration::from_secs(10))
     }
 
+    /// Between attempts to listen again after losing the connection, where
+    /// the listener's return is what tells others the database is back
+    /// (100 ms doubling to 1 s: one connection attempt a second at most).
+    pub fn watch() -> Jitter {
+        Jitter::new(Duration::from_millis(100), Duration::from_secs(1))
+    }
+
     /// Between attempts to connect at start (250 ms doubling to 5 s): a
     /// worker started before its database keeps trying, briefly apart.
     pub fn starting() -> Jitter {

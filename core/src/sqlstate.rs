@@ -24,6 +24,9 @@ pub const IDEMPOTENCY_CONFLICT: &str = "SQ001";
 /// the error code (`idempotency_key_too_long`, `invalid_request`).
 pub const REQUEST_REFUSED: &str = "SQ002";
 
+/// 08P01: protocol violation; what a pooler (PgBouncer) answers to a
+/// connection it refuses.
+pub const PROTOCOL_VIOLATION: &str = "08P01";
 /// 22003: a number does not fit its type.
 pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 /// 22P05: a character the database cannot store (U+0000 in `jsonb` or `text`).
@@ -38,6 +41,8 @@ pub const INVALID_CATALOG_NAME: &str = "3D000";
 pub const SERIALIZATION_FAILURE: &str = "40001";
 /// 40P01: a deadlock, broken by cancelling this transaction.
 pub const DEADLOCK_DETECTED: &str = "40P01";
+/// 42P01: the table named does not exist.
+pub const UNDEFINED_TABLE: &str = "42P01";
 /// 42501: permission denied.
 pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// 42P04: the database to create exists already.
@@ -72,12 +77,28 @@ pub fn is(error: &sqlx::Error, wanted: &str) -> bool {
 pub fn is_connection_level(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(_) if is_refused_by_pooler(error) => false,
         sqlx::Error::Database(_) => code(error).is_some_and(|c| {
             c.starts_with(CONNECTION_EXCEPTION_CLASS)
                 || [ADMIN_SHUTDOWN, CRASH_SHUTDOWN, CANNOT_CONNECT_NOW].contains(&&*c)
         }),
         _ => false,
     }
+}
+
+/// A pooler refused the connection for what it was asked, not for a server
+/// it cannot reach: PgBouncer's `unsupported startup parameter`, `no such
+/// database` (not in its list) and `database "…" does not exist` (the
+/// server's 3D000, passed on): all 08P01, a connection exception by class,
+/// but the same answer however often it is asked, so never worth retrying.
+pub fn is_refused_by_pooler(error: &sqlx::Error) -> bool {
+    is(error, PROTOCOL_VIOLATION)
+        && error.as_database_error().is_some_and(|e| {
+            let m = e.message();
+            m.starts_with("unsupported startup parameter")
+                || m.starts_with("no such database")
+                || (m.starts_with("database \"") && m.ends_with("\" does not exist"))
+        })
 }
 
 /// A failure that only delays a start: one that is connection-level (see

@@ -96,7 +96,7 @@ impl Backoff {
 
     /// Like [`Backoff::pause`], for a failure known to be worth retrying;
     /// logs `message` and `why`.
-    pub async fn sleep(&mut self, message: &str, why: &dyn std::fmt::Display) -> bool {
+    pub async fn sleep(&mut self, message: &str, why: &(dyn std::fmt::Display + Sync)) -> bool {
         let now = Instant::now();
         // An attempt that worked for longer than the whole budget before
         // failing ends the previous outage: this is a new one.

@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use seatq_core::reach::Db;
 use serde::Serialize;
-use sqlx::postgres::PgPool;
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
@@ -146,7 +146,7 @@ impl ViewCache {
     }
 
     /// The view of `event` for a page view (see the module's documentation).
-    pub(crate) async fn get(&self, pool: &PgPool, event: i64) -> Result<Arc<AvailabilityView>, Error> {
+    pub(crate) async fn get(&self, pool: &Db, event: i64) -> Result<Arc<AvailabilityView>, Error> {
         let count = |n: &AtomicU64| n.fetch_add(1, Ordering::Relaxed);
         let slot = self.slot(event);
         let (view, failed, reads_seen) = {
@@ -240,7 +240,7 @@ impl Slot {
     /// it, and return it; or keep and return the error.
     async fn read(
         &self,
-        pool: &PgPool,
+        pool: &Db,
         counters: &Counters,
         _reading: OwnedMutexGuard<()>,
     ) -> Result<Arc<AvailabilityView>, Error> {
@@ -269,11 +269,7 @@ impl Slot {
 
 /// A new view of `event`: its states, with the `layout` kept if it still
 /// fits them; else the layout and the states together, in one snapshot.
-async fn read_view(
-    pool: &PgPool,
-    event: i64,
-    layout: Option<Arc<[LayoutSeat]>>,
-) -> Result<Arc<AvailabilityView>, Error> {
+async fn read_view(pool: &Db, event: i64, layout: Option<Arc<[LayoutSeat]>>) -> Result<Arc<AvailabilityView>, Error> {
     let started = Instant::now();
     if let Some(layout) = layout {
         let states = sql::availability::SeatStates { event }.query().fetch_one(pool).await?;
@@ -283,8 +279,8 @@ async fn read_view(
     }
     let started = Instant::now();
     let mut tx = pool.begin_with(sql::availability::BEGIN_ONE_SNAPSHOT).await?;
-    let layout = sql::availability::SeatLayout { event }.query().fetch_all(&mut *tx).await?;
-    let states = sql::availability::SeatStates { event }.query().fetch_one(&mut *tx).await?;
+    let layout = sql::availability::SeatLayout { event }.query().fetch_all(&mut tx).await?;
+    let states = sql::availability::SeatStates { event }.query().fetch_one(&mut tx).await?;
     tx.commit().await?;
     Ok(Arc::new(AvailabilityView::new(event, layout.into(), &states, started, started.elapsed())))
 }

@@ -18,11 +18,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sqlx::postgres::{PgListener, PgPool};
+use sqlx::postgres::PgListener;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::outcome::RequestRecord;
+use crate::reach::Db;
 use crate::{Error, db, sql};
 
 /// How often every waiter's row is re-read whatever the notifications say
@@ -65,7 +66,7 @@ impl std::fmt::Debug for Waiters {
 }
 
 struct Shared {
-    pool: PgPool,
+    db: Db,
     state: Mutex<State>,
     /// Wakes the reader: ids were hinted, or everyone needs a re-read.
     kick: Notify,
@@ -94,8 +95,8 @@ impl Shared {
 }
 
 impl Waiters {
-    pub(crate) fn new(pool: PgPool) -> Waiters {
-        Waiters { shared: Arc::new(Shared { pool, state: Mutex::default(), kick: Notify::new() }) }
+    pub(crate) fn new(db: Db) -> Waiters {
+        Waiters { shared: Arc::new(Shared { db, state: Mutex::default(), kick: Notify::new() }) }
     }
 
     /// Start waiting for `id` (starting the hub if it is not running). The
@@ -116,7 +117,7 @@ impl Waiters {
     /// Read the rows of `ids` now, in one statement: finished and gone ones
     /// by id (requests still queued are left out).
     pub(crate) async fn read(&self, ids: &[i64]) -> Result<Vec<(i64, Finished)>, Error> {
-        read(&self.shared.pool, ids).await
+        read(&self.shared.db, ids).await
     }
 }
 
@@ -166,8 +167,8 @@ impl Drop for Waiter {
 }
 
 /// Read `ids` in one statement (see [`sql::queue::FINISHED_OR_GONE`]).
-async fn read(pool: &PgPool, ids: &[i64]) -> Result<Vec<(i64, Finished)>, Error> {
-    let rows = sql::queue::FinishedOrGone { ids }.query().fetch_all(pool).await?;
+async fn read(db: &Db, ids: &[i64]) -> Result<Vec<(i64, Finished)>, Error> {
+    let rows = sql::queue::FinishedOrGone { ids }.query().fetch_all(db).await?;
     Ok(rows.into_iter().map(|row| (row.wanted, row.record.map_or(Finished::Gone, Finished::Done))).collect())
 }
 
@@ -243,7 +244,7 @@ async fn serve(shared: &Shared) {
         if ids.is_empty() {
             continue;
         }
-        match read(&shared.pool, &ids).await {
+        match read(&shared.db, &ids).await {
             Ok(rows) => {
                 let mut state = shared.lock();
                 for (id, finished) in rows {
@@ -266,7 +267,8 @@ async fn listen(shared: Arc<Shared>) {
     let channel = seatq_core::sql::notify::DONE_CHANNEL;
     loop {
         let what = "finished requests (polling meanwhile)";
-        let mut listener = db::listen_until_connected(&shared.pool, channel, what).await;
+        // Without a session to listen on, the reader's poll serves everyone.
+        let Some(mut listener) = db::listen_until_connected(&shared.db, channel, what).await else { return };
         recheck_all(&shared);
         if let Err(e) = receive(&shared, &mut listener).await {
             tracing::warn!(error = %e, "lost the connection listening for finished requests; polling meanwhile");

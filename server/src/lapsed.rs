@@ -15,7 +15,7 @@ use std::convert::Infallible;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
-use sqlx::PgPool;
+use seatq::reach::Db;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -29,14 +29,17 @@ pub(crate) struct Lapsed {
 }
 
 impl Lapsed {
-    /// Listen until `shutdown`, reconnecting on the shared schedule.
-    pub(crate) fn start(pool: PgPool, shutdown: CancellationToken) -> Lapsed {
+    /// Listen until `shutdown`, reconnecting on the shared schedule; not
+    /// at all when `db` has no session to listen on (a transaction pooler
+    /// without a session URL): pages then see a lapse when their countdown
+    /// ends.
+    pub(crate) fn start(db: Db, shutdown: CancellationToken) -> Lapsed {
         let (heard, _) = broadcast::channel(1024);
         let lapsed = Lapsed { heard: heard.clone() };
         tokio::spawn(async move {
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                () = listen(pool, heard) => {}
+                () = listen(db, heard) => {}
             }
         });
         lapsed
@@ -48,10 +51,12 @@ impl Lapsed {
     }
 }
 
-async fn listen(pool: PgPool, heard: broadcast::Sender<i64>) {
+async fn listen(db: Db, heard: broadcast::Sender<i64>) {
     let channel = seatq_core::sql::notify::HOLD_LAPSED_CHANNEL;
     loop {
-        let mut listener = seatq::db::listen_until_connected(&pool, channel, "lapsed holds").await;
+        let Some(mut listener) = seatq::db::listen_until_connected(&db, channel, "lapsed holds").await else {
+            return;
+        };
         loop {
             match listener.recv().await {
                 Ok(n) => {

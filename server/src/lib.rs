@@ -164,7 +164,7 @@ pub(crate) struct AppState {
 pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -> Result<Router, SettingsError> {
     settings.check()?;
     let lapsed = match settings.api {
-        true => lapsed::Lapsed::start(client.pool().clone(), shutdown.clone()),
+        true => lapsed::Lapsed::start(client.db().clone(), shutdown.clone()),
         false => lapsed::Lapsed::off(),
     };
     let state = AppState { client, settings: Arc::new(settings.clone()), lapsed, shutdown };
@@ -199,12 +199,28 @@ pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -
 /// progress, or a client yet to send its request) may hold the server up.
 const ABANDON_AFTER: Duration = Duration::from_secs(5);
 
-/// Connect to `url` (creating the database and applying migrations if
-/// needed) with a pool of `connections`, each wait for one bounded by
-/// `acquire_timeout` so that a database outage answers 503 soon.
-pub async fn connect(url: &str, connections: u32, acquire_timeout: Duration) -> Result<Client, seatq::Error> {
+/// Where `seatq serve` connects: the database URL (with
+/// `?pool_mode=transaction` through a transaction pooler), the session URL
+/// for what needs a session, and a hot standby to read availability from.
+#[derive(Debug, Clone, Default)]
+pub struct Urls<'a> {
+    pub database: &'a str,
+    pub session: Option<&'a str>,
+    pub reads: Option<&'a str>,
+}
+
+/// Connect to `urls` (creating the database and applying migrations if
+/// needed, where a session allows) with a pool of `connections`, each wait
+/// for one bounded by `acquire_timeout` so that a database outage answers
+/// 503 soon.
+pub async fn connect(urls: &Urls<'_>, connections: u32, acquire_timeout: Duration) -> Result<Client, seatq::Error> {
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(connections).acquire_timeout(acquire_timeout);
-    Ok(Client::from_pool(seatq::db::connect_pool(seatq::db::options(url)?, pool).await?))
+    let target = seatq::reach::Target::parse(urls.database, urls.session)?;
+    let client = Client::from_db(seatq::db::connect_target(&target, pool).await?);
+    match urls.reads {
+        Some(reads) => client.with_reads_from(reads).await,
+        None => Ok(client),
+    }
 }
 
 /// Serve `router` on `listener` until `shutdown` is cancelled: no new

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod pgbouncer;
+pub mod replication;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -61,7 +63,8 @@ impl TestDb {
     /// A worker with its own pool and worker session settings.
     pub async fn worker(&self, config: Config) -> Worker {
         let options = seatq_worker::worker::session_options(self.options.clone());
-        let pool = seatq::db::connect(options, config.concurrency as u32 + 1).await.expect("worker pool");
+        let pool = seatq_worker::worker::pool_options(&config);
+        let pool = seatq::db::connect_pool(options, pool).await.expect("worker pool");
         Worker::new(pool, config)
     }
 
@@ -617,6 +620,10 @@ fn path(p: &std::path::Path) -> &str {
 impl Drop for PrivateCluster {
     fn drop(&mut self) {
         let data = self.dir.join("data");
+        // A test that failed with the server paused (SIGSTOP) leaves it so.
+        if data.join("postmaster.pid").exists() {
+            self.pause(false);
+        }
         // A test may leave the server down, and then pg_ctl stop fails:
         // nothing to do either way.
         let _ = self.try_pg("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"]);

@@ -151,6 +151,12 @@ pub struct Config {
     /// Longest a batch may take before the worker gives up on its connection
     /// (a silent network); its transaction then rolls back on the server.
     pub batch_timeout: Duration,
+    /// Record outcomes only with synchronous commit to a standby: every
+    /// session sets `synchronous_commit = on`, and a connection to a server
+    /// whose `synchronous_standby_names` is empty is refused (so the worker
+    /// does not start there), since an outcome told from a commit no standby
+    /// has is lost with the primary.
+    pub synchronous_standby: bool,
 }
 
 /// Requests per batch unless configured: large enough that one commit
@@ -193,6 +199,7 @@ impl Default for Config {
             prune_interval: Duration::from_secs(60),
             batch_timeout: Duration::from_secs(60),
             strategy: Strategy::SkipLocked,
+            synchronous_standby: false,
         }
     }
 }

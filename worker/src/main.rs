@@ -51,6 +51,10 @@ struct Args {
     /// Name in `seatq workers` (default host-pid).
     #[arg(long, env = "SEATQ_WORKER_NAME")]
     name: Option<String>,
+    /// Record outcomes only with synchronous commit to a standby: refuse a server whose
+    /// synchronous_standby_names is empty (see docs/operations.md, "Production PostgreSQL").
+    #[arg(long, env = "SEATQ_SYNCHRONOUS_STANDBY")]
+    synchronous_standby: bool,
     /// Serve Prometheus /metrics and /healthz on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "SEATQ_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
@@ -121,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
         contention_retries: args.contention_retries,
         name: args.name,
         strategy: args.strategy,
+        synchronous_standby: args.synchronous_standby,
         retention: (args.retention_hours > 0).then(|| Duration::from_secs(args.retention_hours * 3600)),
         ..Config::default()
     };

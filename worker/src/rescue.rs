@@ -66,6 +66,7 @@ pub const APPLICATION_NAME: &str = "seatq-worker-rescue";
 /// `joined` is notified when another worker announces itself.
 pub async fn run(
     options: PgConnectOptions,
+    synchronous_standby: bool,
     host: String,
     pid: u32,
     wake: Arc<Wake>,
@@ -85,6 +86,7 @@ pub async fn run(
     let options = options.application_name(APPLICATION_NAME).disable_statement_logging();
     let mut rescuer = Rescuer {
         options,
+        synchronous_standby,
         host,
         pid: pid as i32,
         wake,
@@ -105,6 +107,8 @@ pub async fn run(
 
 struct Rescuer {
     options: PgConnectOptions,
+    /// [`crate::Config::synchronous_standby`], for its sessions' settings.
+    synchronous_standby: bool,
     host: String,
     pid: i32,
     wake: Arc<Wake>,
@@ -152,6 +156,7 @@ impl Rescuer {
             Some((conn, pid)) => (conn, *pid),
             None => {
                 let mut conn = self.options.connect().await?;
+                crate::worker::settle(&mut conn, self.synchronous_standby).await?;
                 let timeout = format!("{}ms", ROUND.as_millis());
                 rescue::SetLockTimeout { timeout: &timeout }.query().execute(&mut conn).await?;
                 let pid = rescue::BackendPid.query().fetch_one(&mut conn).await?;
@@ -218,7 +223,9 @@ impl Rescuer {
             Some(conn) => conn,
             None => {
                 self.holds = false;
-                self.life.insert(self.options.connect().await?)
+                let mut conn = self.options.connect().await?;
+                crate::worker::settle(&mut conn, self.synchronous_standby).await?;
+                self.life.insert(conn)
             }
         };
         if self.holds {

@@ -26,6 +26,9 @@ pub struct Wake {
     short: AtomicU64,
     /// Ticket of the latest notification of new requests.
     news: AtomicU64,
+    /// The database answers again (the listener reconnected): loops pausing
+    /// after failed batches go at once, their backoff started over.
+    back: Notify,
 }
 
 impl Wake {
@@ -72,6 +75,16 @@ impl Wake {
     pub fn drained_since(&self, ticket: u64) -> bool {
         let short = self.short.load(Ordering::SeqCst);
         short > ticket && self.news.load(Ordering::SeqCst) < short
+    }
+
+    /// The listener reached the database again after losing it.
+    pub fn database_back(&self) {
+        self.back.notify_waiters();
+    }
+
+    /// Wait until [`Wake::database_back`].
+    pub async fn until_back(&self) {
+        self.back.notified().await
     }
 
     /// Wait to be woken.

@@ -19,19 +19,23 @@ use sqlx::postgres::PgConnection;
 use crate::decision::ProcessError;
 use crate::{Strategy, take};
 
-/// For the worker pool's `after_connect`: warm each connection as the pool
-/// opens it (the pool opens its first ones one after another, so warming
+/// For the worker pool's `after_connect`: give each connection the worker's
+/// session settings ([`crate::worker::settle`]: a connection to a standby,
+/// or one the settings cannot be given, is refused), then warm it as the
+/// pool opens it (the pool opens its first ones one after another, so warming
 /// them is never more than one transaction on the server, which a batch loop
-/// waiting for its turn counts on). Best effort: a failure is logged, and the
-/// batches find a cold connection as they would have.
+/// waiting for its turn counts on). Warming is best effort: a failure is
+/// logged, and the batches find a cold connection as they would have.
 pub fn on_connect(
     strategy: Strategy,
+    synchronous_standby: bool,
 ) -> impl for<'c> Fn(&'c mut PgConnection, PoolConnectionMetadata) -> BoxFuture<'c, Result<(), sqlx::Error>>
 + Send
 + Sync
 + 'static {
     move |conn, _| {
         Box::pin(async move {
+            crate::worker::settle(conn, synchronous_standby).await?;
             if let Err(e) = one(conn, strategy).await {
                 tracing::warn!(error = %e, "warming a connection failed; its first batch will be slower");
             }

@@ -54,24 +54,31 @@ impl Worker {
     /// during an outage every database call fails within seconds (and is
     /// logged) rather than hanging, and shutdown is never held up by it.
     pub async fn connect(url: &str, config: Config) -> Result<Worker, seatq_core::Error> {
-        let options = session_options(seatq_core::db::options(url)?);
-        // One connection per batch loop that may be in a transaction at once,
-        // plus one for the background tasks and one spare (the listener has
-        // its own), all opened and warmed now, and any opened later warmed as
-        // it opens (`warm`): the first batches do not wait for a
-        // connection to be made or pay for a cold session, and a server that
-        // cannot take them says so at start rather than under load.
-        let loops = config.concurrency.min(config.max_active).max(1);
-        let size = u32::try_from(loops).unwrap_or(u32::MAX).saturating_add(2);
-        let pool = PgPoolOptions::new()
-            .max_connections(size)
-            .min_connections(size)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(crate::warm::on_connect(config.strategy));
+        let target = seatq_core::reach::Target::parse(url, None)?;
+        if target.mode == seatq_core::reach::PoolMode::Transaction {
+            return Err(seatq_core::Error::BadUrl(format!(
+                "{}=transaction: a worker needs a session of its own (its life lock and LISTEN outlive a \
+                 transaction, and it keeps its statements prepared); give it a direct or session-mode URL",
+                seatq_core::reach::POOL_MODE_PARAM
+            )));
+        }
+        let options = session_options(target.options);
+        let pool = pool_options(&config);
         let mut backoff = Jitter::starting();
         let mut attempts = 0u32;
         loop {
-            match seatq_core::db::connect_pool(options.clone(), pool.clone()).await {
+            let connected = match seatq_core::db::connect_pool(options.clone(), pool.clone()).await {
+                // The pool retries a connection its `after_connect` refused
+                // until it times out: ask one connection here, so that a
+                // standby, or a server without the synchronous standby asked
+                // for, is said at once rather than waited for.
+                Err(e) if e.is_transient() => match probe(&options, config.synchronous_standby).await {
+                    Err(refused) if !refused.is_transient() => Err(refused),
+                    _ => Err(e),
+                },
+                connected => connected,
+            };
+            match connected {
                 Ok(pool) => {
                     if attempts > 0 {
                         tracing::info!(attempts = attempts + 1, "connected to the database");
@@ -134,7 +141,15 @@ impl Worker {
         tracker.spawn(listen(self.pool.clone(), wake.clone(), joined.clone(), shutdown.clone()));
         let me = Identity::this_process(c.name.clone(), self.settings());
         let options = self.pool.connect_options().as_ref().clone();
-        tracker.spawn(rescue::run(options, me.host.clone(), me.pid, wake.clone(), joined, shutdown.clone()));
+        tracker.spawn(rescue::run(
+            options,
+            self.config.synchronous_standby,
+            me.host.clone(),
+            me.pid,
+            wake.clone(),
+            joined,
+            shutdown.clone(),
+        ));
         tracker.spawn(registry::run(
             self.pool.clone(),
             me,
@@ -282,9 +297,14 @@ impl Worker {
                     wake.released();
                     careful = self.config.batch_size as usize;
                     self.claim_size.store(self.config.batch_size, Ordering::Relaxed);
+                    // A database that answers again (after a restart or a
+                    // failover) ends the pause, and the backoff starts over:
+                    // bookings flow as soon as it is back, not a grown pause
+                    // later.
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}
+                        _ = wake.until_back() => pauses = Pauses::new(),
                     }
                     // Claiming one at a time, the batch held one request, so
                     // that request broke it: count the attempt, so it is
@@ -424,7 +444,32 @@ impl Pauses {
     }
 }
 
-/// Worker session settings, sent with the connection's startup packet:
+/// The worker's pool for `config`: one connection per batch loop that may be
+/// in a transaction at once, plus one for the background tasks and one spare
+/// (the listener has its own), all opened, settled ([`settle`]) and warmed
+/// at once, and any opened later as it opens (`warm`): the first batches do
+/// not wait for a connection to be made or pay for a cold session, and a
+/// server that cannot take them says so at start rather than under load.
+pub fn pool_options(config: &Config) -> PgPoolOptions {
+    let loops = config.concurrency.min(config.max_active).max(1);
+    let size = u32::try_from(loops).unwrap_or(u32::MAX).saturating_add(2);
+    PgPoolOptions::new()
+        .max_connections(size)
+        .min_connections(size)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .after_connect(crate::warm::on_connect(config.strategy, config.synchronous_standby))
+}
+
+/// The worker's connection options: its application name, and no startup
+/// parameter a pooler refuses (the session settings are [`SETTINGS`], set
+/// once a connection is open, so that they hold through a session-mode
+/// pooler too, which drops or refuses startup `options`).
+pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
+    options.application_name("seatq-worker")
+}
+
+/// Worker session settings, set on every connection as it opens (by the
+/// pool's `after_connect`, and by the rescuer on its own sessions):
 /// - `lock_timeout` as the safety net (the mechanism is SKIP LOCKED / NOWAIT);
 /// - `statement_timeout` and `idle_in_transaction_session_timeout` end a stuck
 ///   statement or an abandoned transaction, releasing its locks;
@@ -436,17 +481,60 @@ impl Pauses {
 ///   sale, is in memory. With 4, the planner may price a hot batch's many
 ///   primary-key lookups above a scan of the whole venue, and scan it (see
 ///   docs/design.md).
-pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
-    options.application_name("seatq-worker").options([
-        ("lock_timeout", "2s"),
-        ("statement_timeout", "30s"),
-        ("idle_in_transaction_session_timeout", "10s"),
-        ("tcp_keepalives_idle", "5"),
-        ("tcp_keepalives_interval", "1"),
-        ("tcp_keepalives_count", "3"),
-        ("client_connection_check_interval", "1s"),
-        ("random_page_cost", "1.1"),
-    ])
+///
+/// The same text then asks whether the server is a standby: see [`settle`].
+pub const SETTINGS: &str = "SET lock_timeout = '2s'; SET statement_timeout = '30s'; \
+    SET idle_in_transaction_session_timeout = '10s'; SET tcp_keepalives_idle = 5; \
+    SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3; \
+    SET client_connection_check_interval = '1s'; SET random_page_cost = 1.1; \
+    SELECT pg_is_in_recovery()";
+
+/// One connection with `options`, given the worker's settings ([`settle`]),
+/// then closed: why the pool could not connect, if the server refuses
+/// workers.
+async fn probe(options: &PgConnectOptions, synchronous_standby: bool) -> Result<(), seatq_core::Error> {
+    use sqlx::{ConnectOptions as _, Connection as _};
+    let mut conn = options.connect().await.map_err(seatq_core::Error::Db)?;
+    let settled = settle(&mut conn, synchronous_standby).await;
+    let _ = conn.close().await;
+    settled.map_err(seatq_core::Error::Db)
+}
+
+/// With [`Config::synchronous_standby`](crate::Config): commits wait for a
+/// synchronous standby, and the same round trip asks whether the server has
+/// one named.
+pub const SYNCHRONOUS_STANDBY: &str =
+    "SET synchronous_commit = on; SELECT current_setting('synchronous_standby_names') <> ''";
+
+/// Give a new connection the worker's [`SETTINGS`], in one round trip (the
+/// simple protocol: nothing prepared), and refuse it if the server is a
+/// standby: a worker there could only fail every batch (`cannot execute
+/// SELECT FOR UPDATE in a read-only transaction`), so it says where it is
+/// instead, and the pool makes no connection until the URL reaches a
+/// primary. With `synchronous_standby`, also [`SYNCHRONOUS_STANDBY`]: a
+/// server with no synchronous standby named is refused the same way.
+pub async fn settle(conn: &mut sqlx::PgConnection, synchronous_standby: bool) -> Result<(), sqlx::Error> {
+    use sqlx::Row as _;
+    let row = sqlx::raw_sql(SETTINGS).fetch_one(&mut *conn).await?;
+    if row.try_get::<bool, _>(0)? {
+        return Err(sqlx::Error::Configuration(
+            "the server is a standby (in recovery, read-only): a worker needs the primary. Point its URL at the \
+             primary, or at a router that follows it (HAProxy on Patroni's leader check, a cloud writer endpoint)"
+                .into(),
+        ));
+    }
+    if synchronous_standby {
+        let row = sqlx::raw_sql(SYNCHRONOUS_STANDBY).fetch_one(&mut *conn).await?;
+        if !row.try_get::<bool, _>(0)? {
+            return Err(sqlx::Error::Configuration(
+                "--synchronous-standby: the server has no synchronous standby (synchronous_standby_names is \
+                 empty), so an outcome could be lost with the primary; name the standby there, or run without \
+                 --synchronous-standby"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How long the worker's pool waits for a connection before a call fails.
@@ -459,7 +547,8 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// to read the ring, since notifications sent meanwhile are lost (in between,
 /// the loops' own polls cover). Connecting races the shutdown token.
 async fn listen(pool: PgPool, wake: Arc<Wake>, joined: Arc<Notify>, shutdown: CancellationToken) {
-    let mut backoff = Jitter::reconnect();
+    // Short: its reconnection is how the loops learn the database is back.
+    let mut backoff = Jitter::watch();
     let mut reconnecting = false;
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
@@ -471,6 +560,7 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, joined: Arc<Notify>, shutdown: Ca
                 backoff.reset();
                 if reconnecting {
                     tracing::info!("listening for new requests again");
+                    wake.database_back();
                     wake.everyone();
                     joined.notify_one();
                 }

@@ -63,7 +63,7 @@ impl Client {
         let keys: Vec<&str> = parties.iter().filter_map(|p| p.idempotency_key.as_deref()).collect();
         let taken: HashMap<String, i64> = retry
             .run("looking up the batch's requests", || async {
-                let rows = sql::KeysTaken { keys: &keys }.query().fetch_all(&self.pool).await?;
+                let rows = sql::KeysTaken { keys: &keys }.query().fetch_all(&self.db).await?;
                 Ok(rows.into_iter().map(|r| (r.idempotency_key, r.id)).collect())
             })
             .await?;
@@ -120,7 +120,7 @@ impl Client {
     /// event and class, status and error code, in one statement. Empty
     /// (no first enqueue) if there is no such batch.
     pub async fn batch_status(&self, name: &str) -> Result<BatchStatus, Error> {
-        let rows = sql::BatchCounts { batch: name }.query().fetch_all(&self.pool).await?;
+        let rows = sql::BatchCounts { batch: name }.query().fetch_all(&self.db).await?;
         let mut status = BatchStatus { name: name.to_string(), ..BatchStatus::default() };
         for BatchCount {
             event,
@@ -154,7 +154,7 @@ impl Client {
     pub fn batch_results(&self, name: &str) -> BoxStream<'_, Result<PartyOutcome, Error>> {
         sql::BatchRequests { batch: name }
             .query()
-            .fetch(&self.pool)
+            .fetch(&self.db)
             .map(|row| row.map(|record| PartyOutcome::of(&record)).map_err(Error::from))
             .boxed()
     }

@@ -13,8 +13,8 @@ use super::Client;
 use crate::new_request::{InBatch, NewRequest};
 use crate::outcome::ErrorCode;
 use crate::retry::Retry;
-use crate::sql::queue::{Enqueue, EnqueueMany, IdempotencyConflicts};
-use crate::{Error, RequestError, sql, validate};
+use crate::sql::queue::{Commit, CurrentXactId, Enqueue, EnqueueMany, Fate, IdempotencyConflicts, XactStatus};
+use crate::{Error, RequestError, validate};
 
 /// Rows per statement of [`Client::enqueue_all`] (all in one transaction).
 const BULK_CHUNK: usize = 1000;
@@ -25,7 +25,7 @@ impl Client {
     /// already used for another kind or payload is refused with
     /// [`Error::Invalid`] ([`ErrorCode::IdempotencyConflict`]).
     pub async fn enqueue(&self, new: impl Into<NewRequest>) -> Result<i64, Error> {
-        enqueue_in(&self.pool, new).await
+        enqueue_in(&self.db, new).await
     }
 
     /// Validate and enqueue many requests in one statement; returns their ids
@@ -37,7 +37,7 @@ impl Client {
         for new in batch {
             new.check()?;
         }
-        Ok(enqueue_chunk(&self.pool, batch).await?)
+        Ok(enqueue_chunk(&self.db, batch).await?)
     }
 
     /// The requests of `batch` (by position, from 0) whose idempotency key
@@ -73,7 +73,7 @@ impl Client {
         let keys: Vec<Option<&str>> = batch.iter().map(|n| n.idempotency_key.as_deref()).collect();
         let rows = IdempotencyConflicts { kinds: &kinds, payloads: &payloads, keys: &keys }
             .query()
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         Ok(rows
             .into_iter()
@@ -95,41 +95,61 @@ impl Client {
     /// A connection-level failure is retried under `retry`, the whole
     /// transaction again: until COMMIT is sent nothing is stored, so that is
     /// safe even for requests without an idempotency key. If the connection
-    /// is lost during COMMIT itself, the outcome is unknown to the client;
-    /// it then asks the server whether that transaction committed
+    /// is lost during COMMIT itself, the outcome is unknown to the client; it
+    /// then asks the server that ran the transaction whether it committed
     /// (`pg_xact_status`), and enqueues again only if it did not, so a file
-    /// is never enqueued twice. When the server cannot tell in time, the
-    /// answer is [`Error::CommitUnknown`].
+    /// is never enqueued twice. Only that server can say: after a failover
+    /// (another server answers: the cluster's identifier or timeline differs)
+    /// the new primary's transaction ids say nothing of the lost one, so the
+    /// batch is enqueued again only if every request carries an idempotency
+    /// key (which makes that once-only, and returns the requests' own ids).
+    /// Otherwise, or when the server cannot tell in time, the answer is
+    /// [`Error::CommitUnknown`], saying why.
     pub async fn enqueue_all(&self, batch: &[NewRequest], retry: &Retry) -> Result<Vec<i64>, Error> {
         for new in batch {
             new.check()?;
         }
+        let keyed = batch.iter().all(|n| n.idempotency_key.is_some());
         let mut backoff = retry.backoff();
         let mut lost: Option<LostCommit> = None;
         loop {
             if let Some(commit) = lost.take() {
-                match self.xact_status(&commit.xid).await {
-                    Ok(Some(status)) if status == "committed" => return Ok(commit.ids),
-                    Ok(Some(status)) if status == "aborted" => {} // nothing was stored: enqueue again
-                    // The lost session has not ended yet, or the server is still away.
-                    Ok(Some(status)) if status == "in progress" => {
-                        let why = format!("transaction {} is still in progress", commit.xid);
-                        if !backoff.sleep("the session of the lost COMMIT has not ended yet; asking again", &why).await
-                        {
-                            return Err(commit.unknown());
-                        }
-                        lost = Some(commit);
-                        continue;
+                let fate = XactStatus { xid: &commit.xid, server: &commit.server }.query().fetch_one(&self.db).await;
+                let again = match fate {
+                    Ok(Fate { status: Some(status), .. }) if status == "committed" => return Ok(commit.ids),
+                    // Nothing was stored: enqueue again.
+                    Ok(Fate { status: Some(status), .. }) if status == "aborted" => None,
+                    // The lost session has not ended yet.
+                    Ok(Fate { status: Some(status), .. }) if status == "in progress" => {
+                        Some(format!("transaction {} is still in progress", commit.xid))
                     }
-                    Err(e) if e.is_connection_error() => {
-                        if !backoff.pause("asking whether the lost COMMIT committed", &e).await {
-                            return Err(commit.unknown());
+                    // A standby answers (promotion under way, or the route
+                    // not yet moved): ask again once a primary does.
+                    Ok(Fate { server: None, .. }) => Some("a standby answers, not a primary".to_string()),
+                    Ok(Fate { status: None, server: Some(server) }) if server != commit.server => {
+                        if !keyed {
+                            let why = format!(
+                                "another server answers now (a failover: {server}, was {}), and it cannot know; \
+                                 without an idempotency key on every request, enqueueing again could store them twice",
+                                commit.server
+                            );
+                            return Err(commit.unknown(why));
                         }
-                        lost = Some(commit);
-                        continue;
+                        tracing::warn!(was = %commit.server, now = %server,
+                            "another server answers after a lost COMMIT (a failover); enqueueing again, once-only by \
+                             the requests' idempotency keys");
+                        None
                     }
-                    // NULL (too old to tell), or an error: the server cannot say.
-                    _ => return Err(commit.unknown()),
+                    Err(e) if crate::sqlstate::is_connection_level(&e) => Some(crate::error::db_text(&e)),
+                    Ok(_) => return Err(commit.unknown("the server can no longer tell (too old)".into())),
+                    Err(e) => return Err(commit.unknown(format!("asking failed: {}", crate::error::db_text(&e)))),
+                };
+                if let Some(why) = again {
+                    if !backoff.sleep("asking whether the lost COMMIT committed; asking again", &why).await {
+                        return Err(commit.unknown(format!("no answer in time ({why})")));
+                    }
+                    lost = Some(commit);
+                    continue;
                 }
             }
             match self.enqueue_all_once(batch).await {
@@ -142,7 +162,7 @@ impl Client {
                 Err(Attempt::CommitLost(commit)) => {
                     let what = "the connection was lost during COMMIT; asking the server whether it committed";
                     if !backoff.sleep(what, &commit.source).await {
-                        return Err(commit.unknown());
+                        return Err(commit.unknown("no answer in time".into()));
                     }
                     lost = Some(commit);
                 }
@@ -153,26 +173,20 @@ impl Client {
     /// One attempt of [`Client::enqueue_all`].
     async fn enqueue_all_once(&self, batch: &[NewRequest]) -> Result<Vec<i64>, Attempt> {
         let failed = |e: sqlx::Error| Attempt::Failed(Error::from(e));
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = self.db.begin().await.map_err(failed)?;
         let mut ids = Vec::with_capacity(batch.len());
         for chunk in batch.chunks(BULK_CHUNK) {
-            ids.extend(enqueue_chunk(&mut *tx, chunk).await.map_err(failed)?);
+            ids.extend(enqueue_chunk(&mut tx, chunk).await.map_err(failed)?);
         }
-        let xid: String = sqlx::query_scalar(sql::queue::CURRENT_XACT_ID).fetch_one(&mut *tx).await.map_err(failed)?;
+        let Commit { xid, server } = CurrentXactId.query().fetch_one(&mut tx).await.map_err(failed)?;
         match tx.commit().await {
             Ok(()) => Ok(ids),
             Err(source) if crate::sqlstate::is_connection_level(&source) => {
-                Err(Attempt::CommitLost(LostCommit { xid, ids, source }))
+                Err(Attempt::CommitLost(LostCommit { xid, server: server.unwrap_or_default(), ids, source }))
             }
             // The server answered: it did not commit.
             Err(e) => Err(failed(e)),
         }
-    }
-
-    /// Whether a transaction committed: `committed`, `aborted`, `in
-    /// progress`, or `None` when it is too old to tell.
-    async fn xact_status(&self, xid: &str) -> Result<Option<String>, Error> {
-        Ok(sqlx::query_scalar(sql::queue::XACT_STATUS).bind(xid).fetch_one(&self.pool).await?)
     }
 
     /// Enqueue requests exactly as given, unvalidated (the worker will fail
@@ -198,7 +212,7 @@ impl Client {
             batch_lines: &vec![None; kinds.len()],
         }
         .query()
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db)
         .await?;
         Ok(ids)
     }
@@ -283,6 +297,8 @@ enum Attempt {
 struct LostCommit {
     /// Its id, as `pg_current_xact_id()` gave it.
     xid: String,
+    /// The server it ran on (`queue::CURRENT_XACT_ID`'s identity).
+    server: String,
     /// The ids its statements returned (valid if it committed).
     ids: Vec<i64>,
     /// How the connection was lost.
@@ -290,7 +306,7 @@ struct LostCommit {
 }
 
 impl LostCommit {
-    fn unknown(self) -> Error {
-        Error::CommitUnknown { xid: self.xid, source: self.source }
+    fn unknown(self, why: String) -> Error {
+        Error::CommitUnknown { xid: self.xid, why, source: self.source }
     }
 }

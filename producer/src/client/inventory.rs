@@ -26,9 +26,9 @@ impl Client {
     /// classic layout, in one transaction of two statements whatever their
     /// number. Idempotent. Returns the ids in the order of `names`.
     pub async fn add_events(&self, names: &[String], seats: i32, per_row: i32) -> Result<Vec<i64>, Error> {
-        let mut tx = self.pool.begin().await?;
-        let ids = sql::AddEvents { names }.query().fetch_all(&mut *tx).await?;
-        sql::AddSeats { events: &ids, seats, per_row: per_row.max(1) }.query().execute(&mut *tx).await?;
+        let mut tx = self.db.begin().await?;
+        let ids = sql::AddEvents { names }.query().fetch_all(&mut tx).await?;
+        sql::AddSeats { events: &ids, seats, per_row: per_row.max(1) }.query().execute(&mut tx).await?;
         tx.commit().await?;
         Ok(ids)
     }
@@ -65,7 +65,7 @@ impl Client {
     /// ([`ErrorCode::EventExists`]), naming that event, for an import and an
     /// edit alike.
     async fn name_taken(&self, name: &str) -> Error {
-        let holder = sql::EventByName { name }.query().fetch_optional(&self.pool).await;
+        let holder = sql::EventByName { name }.query().fetch_optional(&self.db).await;
         let which = match holder {
             Ok(Some(id)) => format!(" (event {id})"),
             _ => String::new(),
@@ -83,7 +83,7 @@ impl Client {
                 *rows.entry((s.section.as_str(), s.row_label.as_str())).or_insert(next)
             })
             .collect();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.begin().await?;
         let new = sql::ImportEvent {
             name: &event.name,
             venue: event.venue.as_deref(),
@@ -92,7 +92,7 @@ impl Client {
             sales_until: event.sales_until,
             per_customer: event.per_customer,
         };
-        let id = new.query().fetch_one(&mut *tx).await?;
+        let id = new.query().fetch_one(&mut tx).await?;
         sql::ImportSeats {
             event: id,
             row_nos: &row_nos,
@@ -105,7 +105,7 @@ impl Client {
             for_sale: &seats.iter().map(|s| s.for_sale).collect::<Vec<_>>(),
         }
         .query()
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         tx.commit().await?;
         Ok(id)
@@ -114,13 +114,13 @@ impl Client {
     /// Every event (or only `event`), with its sales window and seat
     /// counts. A producer login may call it.
     pub async fn events(&self, event: Option<i64>) -> Result<Vec<EventSummary>, Error> {
-        Ok(sql::ListEvents { event }.query().fetch_all(&self.pool).await?)
+        Ok(sql::ListEvents { event }.query().fetch_all(&self.db).await?)
     }
 
     /// Event `event`'s seats in groups of one section, class and state, as a
     /// storefront sees them (`seatq event show`). A producer login may call it.
     pub async fn seat_groups(&self, event: i64) -> Result<Vec<SeatGroup>, Error> {
-        Ok(sql::SeatGroups { event }.query().fetch_all(&self.pool).await?)
+        Ok(sql::SeatGroups { event }.query().fetch_all(&self.db).await?)
     }
 
     /// Stop event `event`'s sales now: holds and books are refused
@@ -129,7 +129,7 @@ impl Client {
     /// move `sales_until` a few minutes ahead with [`Client::edit_event`]
     /// instead). Whether the event exists.
     pub async fn close_event(&self, event: i64) -> Result<bool, Error> {
-        let closed = sql::CloseEvent { event }.query().fetch_optional(&self.pool).await?;
+        let closed = sql::CloseEvent { event }.query().fetch_optional(&self.db).await?;
         Ok(closed.is_some())
     }
 
@@ -139,8 +139,8 @@ impl Client {
     /// [`ErrorCode::EventExists`]). Live holds are cut to the end of the
     /// sales as edited. Whether the event exists.
     pub async fn edit_event(&self, event: i64, changes: &EventChanges) -> Result<bool, Error> {
-        let mut tx = self.pool.begin().await?;
-        let Some(mut edited) = sql::LockEvent { event }.query().fetch_optional(&mut *tx).await? else {
+        let mut tx = self.db.begin().await?;
+        let Some(mut edited) = sql::LockEvent { event }.query().fetch_optional(&mut tx).await? else {
             return Ok(false);
         };
         changes.apply_to(&mut edited);
@@ -154,7 +154,7 @@ impl Client {
             sales_until: edited.sales_until,
             per_customer: edited.per_customer,
         };
-        let done = edit.query().fetch_optional(&mut *tx).await;
+        let done = edit.query().fetch_optional(&mut tx).await;
         match done {
             Err(e) if sqlstate::is_unique_violation(&e) => {
                 drop(tx);
@@ -174,19 +174,19 @@ impl Client {
     /// must keep: close it instead) or while a request for it is queued.
     /// Whether the event existed.
     pub async fn delete_event(&self, event: i64) -> Result<bool, Error> {
-        let mut tx = self.pool.begin().await?;
-        let found = sql::LockEvent { event }.query().fetch_optional(&mut *tx).await?;
+        let mut tx = self.db.begin().await?;
+        let found = sql::LockEvent { event }.query().fetch_optional(&mut tx).await?;
         if found.is_none() {
             return Ok(false);
         }
-        let in_use = sql::EventInUse { event }.query().fetch_one(&mut *tx).await?;
+        let in_use = sql::EventInUse { event }.query().fetch_one(&mut tx).await?;
         if in_use {
             let message = format!(
                 "event {event} has bookings or queued requests and cannot be deleted; close its sales instead (seatq event close {event})"
             );
             return Err(RequestError { code: ErrorCode::EventInUse, message }.into());
         }
-        let deleted = sql::DeleteEvent { event }.query().fetch_optional(&mut *tx).await?;
+        let deleted = sql::DeleteEvent { event }.query().fetch_optional(&mut tx).await?;
         tx.commit().await?;
         Ok(deleted.is_some())
     }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
+use crate::reach::{Db, Target};
 use crate::view_cache::{DEFAULT_MAX_AGE, ViewCache};
 use crate::waiters::Waiters;
 use crate::{Error, db};
@@ -40,35 +41,76 @@ pub(crate) mod wait;
 ///
 /// They share one cache of availability too
 /// ([`Client::cached_availability`]).
+///
+/// How it reaches the database (directly, through a transaction pooler, and
+/// where it reads availability from) is its [`Db`]'s and its read replica's
+/// to know ([`crate::reach`]); its methods run the same way on any.
 #[derive(Debug, Clone)]
 pub struct Client {
-    pool: PgPool,
+    db: Db,
+    /// Where availability and seat maps are read: a hot standby, or `db`.
+    reads: Option<Db>,
     waiters: Waiters,
     views: Arc<ViewCache>,
 }
 
 impl Client {
-    /// Connect to `url` (creating the database and applying migrations if needed).
+    /// Connect to `url` (creating the database and applying migrations if
+    /// needed). A URL with `?pool_mode=transaction` goes through a
+    /// transaction pooler ([`crate::reach`]): the database must then exist
+    /// with its schema current, and waiting polls; see
+    /// [`Client::connect_with_session`].
     pub async fn connect(url: &str) -> Result<Client, Error> {
-        Ok(Client::from_pool(db::connect(db::options(url)?, 4).await?))
+        Client::connect_to(&Target::parse(url, None)?, db::ACQUIRE_TIMEOUT).await
+    }
+
+    /// [`Client::connect`] through a transaction pooler (`url`, with
+    /// `?pool_mode=transaction`), with `session_url` (direct, or a
+    /// session-mode pooler) for what needs a session: creating the database,
+    /// applying migrations, and listening for outcomes.
+    pub async fn connect_with_session(url: &str, session_url: Option<&str>) -> Result<Client, Error> {
+        Client::connect_to(&Target::parse(url, session_url)?, db::ACQUIRE_TIMEOUT).await
     }
 
     /// [`Client::connect`], with every wait for a connection (connecting
     /// included) bounded by `acquire_timeout`, so that an outage surfaces as
     /// an error soon, for the caller to retry (see [`Retry`](crate::Retry)).
     pub async fn connect_with_timeout(url: &str, acquire_timeout: Duration) -> Result<Client, Error> {
-        Ok(Client::from_pool(
-            db::connect_pool(
-                db::options(url)?,
-                PgPoolOptions::new().max_connections(4).acquire_timeout(acquire_timeout),
-            )
-            .await?,
-        ))
+        Client::connect_to(&Target::parse(url, None)?, acquire_timeout).await
     }
 
-    /// Use an existing pool (migrations must already be applied).
+    /// Connect to `target` with a pool of four, each wait for a connection
+    /// bounded by `acquire_timeout`.
+    pub async fn connect_to(target: &Target, acquire_timeout: Duration) -> Result<Client, Error> {
+        let pool = PgPoolOptions::new().max_connections(4).acquire_timeout(acquire_timeout);
+        Ok(Client::from_db(db::connect_target(target, pool).await?))
+    }
+
+    /// Use an existing pool of sessions of its own (direct, or a
+    /// session-mode pooler); migrations must already be applied.
     pub fn from_pool(pool: PgPool) -> Client {
-        Client { waiters: Waiters::new(pool.clone()), views: Arc::new(ViewCache::new(DEFAULT_MAX_AGE)), pool }
+        Client::from_db(Db::direct(pool))
+    }
+
+    /// Use an existing [`Db`]; migrations must already be applied.
+    pub fn from_db(db: Db) -> Client {
+        Client { waiters: Waiters::new(db.clone()), views: Arc::new(ViewCache::new(DEFAULT_MAX_AGE)), db, reads: None }
+    }
+
+    /// This client, reading availability, seat maps and the cached view
+    /// ([`crate::client::storefront`]'s reads) from the hot standby at `url`
+    /// (which may carry `?pool_mode=transaction`), so that page views load
+    /// a replica rather than the primary. The schema there must be current;
+    /// a standby shows what it has replayed, a little behind the primary
+    /// (docs/operations.md gives the lag measured). Everything else (enqueue,
+    /// waiting, bookings) stays on the primary.
+    pub async fn with_reads_from(mut self, url: &str) -> Result<Client, Error> {
+        let target = Target::parse(url, None)?;
+        let target = Target { session: None, ..target };
+        let pool =
+            PgPoolOptions::new().max_connections(4).acquire_timeout(self.db.pool().options().get_acquire_timeout());
+        self.reads = Some(db::connect_target(&target, pool).await?);
+        Ok(self)
     }
 
     /// This client with a cache of availability of its own, whose views are
@@ -86,8 +128,20 @@ impl Client {
         self.views.max_age()
     }
 
-    /// The underlying pool.
+    /// The underlying pool. Through a transaction pooler, run statements on
+    /// [`Client::db`] instead: they are prepared unnamed there.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.pool()
+    }
+
+    /// How this client reaches its database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Where this client reads availability: its read replica, or its
+    /// database.
+    pub(crate) fn reads(&self) -> &Db {
+        self.reads.as_ref().unwrap_or(&self.db)
     }
 }

@@ -17,7 +17,7 @@ impl Client {
     /// [`Client::cached_availability`]). Empty for an event without seats. A
     /// producer login may call it.
     pub async fn availability(&self, event: i64) -> Result<Vec<ClassAvailability>, Error> {
-        Ok(sql::Availability { event }.query().fetch_all(&self.pool).await?)
+        Ok(sql::Availability { event }.query().fetch_all(self.reads()).await?)
     }
 
     /// Every seat of an event, in seat order, free, held, booked or not for
@@ -25,7 +25,7 @@ impl Client {
     /// [`Client::cached_availability`]). Empty for an event without seats. A
     /// producer login may call it.
     pub async fn seat_map(&self, event: i64) -> Result<Vec<MapSeat>, Error> {
-        Ok(sql::SeatMap { event }.query().fetch_all(&self.pool).await?)
+        Ok(sql::SeatMap { event }.query().fetch_all(self.reads()).await?)
     }
 
     /// The layout of an event's seats (where each is and what it costs), in
@@ -33,14 +33,14 @@ impl Client {
     /// the seats are made. Empty for an event without seats. A producer
     /// login may call it.
     pub async fn seat_layout(&self, event: i64) -> Result<Vec<LayoutSeat>, Error> {
-        Ok(sql::SeatLayout { event }.query().fetch_all(&self.pool).await?)
+        Ok(sql::SeatLayout { event }.query().fetch_all(self.reads()).await?)
     }
 
     /// How an event's seats stand now, compactly: the seats held, booked
     /// and not for sale (every other seat is free). With
     /// [`Client::seat_layout`], the whole map. A producer login may call it.
     pub async fn seat_states(&self, event: i64) -> Result<SeatStates, Error> {
-        Ok(sql::SeatStates { event }.query().fetch_one(&self.pool).await?)
+        Ok(sql::SeatStates { event }.query().fetch_one(self.reads()).await?)
     }
 
     /// An event's availability for a page view: the summary per class and
@@ -56,7 +56,7 @@ impl Client {
     /// [`Client::availability`] and [`Client::seat_map`]. A producer login
     /// may call it.
     pub async fn cached_availability(&self, event: i64) -> Result<Arc<AvailabilityView>, Error> {
-        self.views.get(&self.pool, event).await
+        self.views.get(self.reads(), event).await
     }
 
     /// What this client's cache of availability has done so far.

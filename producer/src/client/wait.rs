@@ -19,7 +19,7 @@ use crate::waiters::{Finished, Waiter};
 impl Client {
     /// The request as it stands now.
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
-        let record = GetRequest { id }.query().fetch_optional(&self.pool).await?;
+        let record = GetRequest { id }.query().fetch_optional(&self.db).await?;
         record.ok_or(Error::NotFound(id))
     }
 

@@ -218,14 +218,76 @@ impl<'r> FromRow<'r, PgRow> for WaitedFor {
     }
 }
 
-/// The current transaction's id, as text (it assigns one if none yet).
-/// Taken just before COMMIT, so that if the connection is lost during COMMIT
-/// the client can ask whether it committed.
-pub(crate) const CURRENT_XACT_ID: &str = "SELECT pg_current_xact_id()::text";
+/// Which server this is, as a COMMIT's fate can be asked of: the cluster's
+/// system identifier and the timeline it writes on (a promoted standby
+/// shares the identifier and starts a new timeline); NULL on a standby,
+/// which writes nothing.
+macro_rules! server_identity {
+    () => {
+        "CASE WHEN pg_is_in_recovery() THEN NULL ELSE
+           (SELECT system_identifier FROM pg_control_system())::text || '/'
+           || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END"
+    };
+}
 
-/// Whether a transaction committed: `committed`, `aborted`, `in progress`,
-/// or NULL when it is too old to tell. Binds the id as text.
-pub(crate) const XACT_STATUS: &str = "SELECT pg_xact_status($1::xid8)";
+/// The current transaction's id, as text (it assigns one if none yet), and
+/// the server's identity ([`Commit`]). Taken just before COMMIT, so that if
+/// the connection is lost during COMMIT the client can ask the same server
+/// whether it committed.
+pub(crate) const CURRENT_XACT_ID: &str =
+    concat!("SELECT pg_current_xact_id()::text AS xid, ", server_identity!(), " AS server");
+
+/// A transaction about to commit, and where.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct Commit {
+    pub(crate) xid: String,
+    /// `None` only on a standby, where nothing commits.
+    pub(crate) server: Option<String>,
+}
+
+/// The parameters of [`CURRENT_XACT_ID`]: none.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CurrentXactId;
+
+impl CurrentXactId {
+    pub(crate) fn query(&self) -> Rows<'static, Commit> {
+        sqlx::query_as(CURRENT_XACT_ID)
+    }
+}
+
+/// Whether a transaction committed (`committed`, `aborted`, `in progress`,
+/// or NULL when it is too old to tell), asked only of the server that ran it:
+/// `status` is NULL too when this server is not that one (after a failover a
+/// promoted standby reuses transaction ids, and would answer for one it
+/// never saw), with `server` saying which this is (NULL: a standby).
+pub(crate) const XACT_STATUS: &str = concat!(
+    "SELECT CASE WHEN s.server = $2 THEN pg_xact_status($1::xid8)::text END AS status, s.server
+     FROM (SELECT ",
+    server_identity!(),
+    " AS server) s"
+);
+
+/// The parameters of [`XACT_STATUS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct XactStatus<'a> {
+    /// The transaction's id, as [`CURRENT_XACT_ID`] gave it.
+    pub(crate) xid: &'a str,
+    /// The server it ran on, as [`CURRENT_XACT_ID`] gave it.
+    pub(crate) server: &'a str,
+}
+
+/// What [`XACT_STATUS`] says.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct Fate {
+    pub(crate) status: Option<String>,
+    pub(crate) server: Option<String>,
+}
+
+impl<'a> XactStatus<'a> {
+    pub(crate) fn query(&self) -> Rows<'a, Fate> {
+        sqlx::query_as(XACT_STATUS).bind(self.xid).bind(self.server)
+    }
+}
 
 #[cfg(test)]
 mod tests {

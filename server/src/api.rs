@@ -284,8 +284,8 @@ pub const BUCKET_SECS: i64 = 10;
 pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec<Bucket>, seatq::Error> {
     let window = i64::from(minutes) * 60;
     let (now, rows): (DateTime<Utc>, Vec<Bucket>) = {
-        let now: DateTime<Utc> = sqlx::query_scalar(sql::NOW).fetch_one(s.client.pool()).await?;
-        let rows = sqlx::query_as(sql::THROUGHPUT).bind(BUCKET_SECS).bind(window).fetch_all(s.client.pool()).await?;
+        let now: DateTime<Utc> = sqlx::query_scalar(sql::NOW).fetch_one(s.client.db()).await?;
+        let rows = sqlx::query_as(sql::THROUGHPUT).bind(BUCKET_SECS).bind(window).fetch_all(s.client.db()).await?;
         (now, rows)
     };
     let last = now.timestamp() - now.timestamp().rem_euclid(BUCKET_SECS);

@@ -61,7 +61,7 @@ pub(crate) async fn event_seats(
     limit: i64,
     event: Option<i64>,
 ) -> Result<Vec<EventSeats>, seatq::Error> {
-    Ok(sqlx::query_as(crate::sql::dashboard::EVENT_SEATS).bind(limit).bind(event).fetch_all(client.pool()).await?)
+    Ok(sqlx::query_as(crate::sql::dashboard::EVENT_SEATS).bind(limit).bind(event).fetch_all(client.db()).await?)
 }
 
 /// Pixels from one seat's centre to the next.

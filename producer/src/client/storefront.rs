@@ -10,7 +10,9 @@ use crate::availability::{AvailabilityView, ClassAvailability, LayoutSeat, MapSe
 use crate::sql::availability as sql;
 use crate::view_cache::ViewCacheStats;
 
-/// The storefront: availability and seat maps.
+/// The storefront: availability and seat maps. Each is read from the
+/// client's read replica if it has one ([`Client::with_reads_from`]): then
+/// "now" is as far as that standby has replayed.
 impl Client {
     /// Per class of an event: seats, free, held and booked, and the price
     /// ranges of the free seats and of all, exact (read now; for a page view,

@@ -131,6 +131,7 @@ async fn a_session_url_creates_and_migrates_what_the_pooler_then_serves() {
     // created (that needs a session): refused at once, not retried.
     let alone = Client::connect(&pooled).await.expect_err("no database yet");
     assert!(!alone.is_transient(), "{alone}");
+    assert!(alone.to_string().contains("does not exist"), "{alone}");
 
     let client = Client::connect_with_session(&pooled, Some(&direct)).await.expect("created through the session URL");
     let ev = client.add_event("pooled", 10, 5).await.expect("an event through the pooler");

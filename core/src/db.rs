@@ -8,6 +8,7 @@ use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 
 use crate::reach::{Db, PoolMode, Target};
+use crate::sql::schema::{Applied, AppliedMigrations, OldSchema};
 use crate::{Error, sqlstate};
 
 /// Used when `DATABASE_URL` is unset.
@@ -90,7 +91,8 @@ pub async fn connect_target(target: &Target, pool: PgPoolOptions) -> Result<Db, 
     };
     let db = Db::new(pool.connect_with(options.clone()).await.map_err(|e| unreachable(options, e))?, target);
     if target.session.is_none() {
-        let applied: Vec<Applied> = sqlx::query_as(crate::sql::schema::APPLIED_MIGRATIONS)
+        let applied: Vec<Applied> = AppliedMigrations
+            .query()
             .fetch_all(&db)
             .await
             .or_else(|e| if sqlstate::is(&e, sqlstate::UNDEFINED_TABLE) { Ok(Vec::new()) } else { Err(e) })?;
@@ -100,10 +102,6 @@ pub async fn connect_target(target: &Target, pool: PgPoolOptions) -> Result<Db, 
     }
     Ok(db)
 }
-
-/// A migration the database has applied: its version, checksum, and the
-/// database's name.
-type Applied = (i64, Vec<u8>, String);
 
 fn migrator() -> sqlx::migrate::Migrator {
     let mut migrator = sqlx::migrate!("./migrations");
@@ -119,12 +117,12 @@ fn schema_current(applied: &[Applied]) -> Result<bool, Error> {
     let ups = || migrator.iter().filter(|m| !m.migration_type.is_down_migration());
     // Checked here rather than left to sqlx's own check, which runs only
     // when something is pending: a least-privilege role never migrates.
-    if let Some((version, _, database)) =
-        applied.iter().find(|(v, sum, _)| ups().any(|m| m.version == *v && *m.checksum != **sum))
+    if let Some(Applied { version, database, .. }) =
+        applied.iter().find(|a| ups().any(|m| m.version == a.version && *m.checksum != *a.checksum))
     {
         return Err(Error::SchemaMismatch { database: database.clone(), version: *version });
     }
-    Ok(ups().all(|m| applied.iter().any(|(v, _, _)| *v == m.version)))
+    Ok(ups().all(|m| applied.iter().any(|a| a.version == m.version)))
 }
 
 /// Apply the migrations in `migrations/` unless all are applied already
@@ -136,12 +134,10 @@ fn schema_current(applied: &[Applied]) -> Result<bool, Error> {
 /// development version (bookkeeping in `public`) is refused with
 /// [`Error::OldSchema`], which says how to start afresh, and never dropped.
 pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) -> Result<(), Error> {
-    use crate::sql::schema;
     let mut conn = db.acquire().await?;
-    let applied: Vec<Applied> =
-        sqlx::query_as(schema::APPLIED_MIGRATIONS).fetch_all(&mut *conn).await.unwrap_or_default();
+    let applied: Vec<Applied> = AppliedMigrations.query().fetch_all(&mut *conn).await.unwrap_or_default();
     if !schema_current(&applied)? {
-        let old: Option<String> = sqlx::query_scalar(schema::OLD_SCHEMA).fetch_optional(&mut *conn).await?;
+        let old: Option<String> = OldSchema.query().fetch_optional(&mut *conn).await?;
         if let Some(database) = old {
             return Err(Error::OldSchema { database });
         }

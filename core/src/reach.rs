@@ -133,8 +133,8 @@ const TYPES: &str = "SELECT NULL::seatq.request_status, NULL::seatq.seat_state, 
 /// result by asking the server in the middle of preparing the statement (a
 /// simple query, after Parse and before Bind), and for an unnamed statement
 /// that query destroys the statement it was preparing: the statement fails
-/// with `unnamed prepared statement does not exist` (26000), once per type
-/// and connection. So a statement naming every seatq type is prepared once
+/// with `unnamed prepared statement does not exist` (26000), once per
+/// connection (sqlx asks for every unknown type at once). So a statement naming every seatq type is prepared once
 /// here, in a transaction of its own, to fail that way while sqlx learns the
 /// types; the connection then knows them all. Best effort: a schema not laid
 /// out yet has no types to learn, and the statements will say so.
@@ -175,8 +175,9 @@ impl Db {
     }
 
     /// The pool itself. Through a transaction pooler, a statement run on it
-    /// directly rather than on the `Db` is a named, cached statement: unsafe
-    /// there.
+    /// directly rather than on the `Db` is a named, cached statement, which
+    /// the pooler hands to other clients' sessions: run statements on the
+    /// `Db` (or a [`Tx`]).
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -249,6 +250,16 @@ impl<'q, E: Execute<'q, Postgres>> Execute<'q, Postgres> for Unnamed<E> {
 
 type Item = Either<PgQueryResult, PgRow>;
 
+/// sqlx names, and keeps, a statement it prepares or describes: through a
+/// transaction pooler another client's session would meet it.
+fn no_named_statements() -> sqlx::Error {
+    sqlx::Error::Configuration(
+        "prepare and describe keep a named statement, which a transaction pooler (pool_mode=transaction) hands to \
+         other clients: run the statement instead"
+            .into(),
+    )
+}
+
 impl<'c> Executor<'c> for &'c Db {
     type Database = Postgres;
 
@@ -260,7 +271,8 @@ impl<'c> Executor<'c> for &'c Db {
         match self.mode {
             PoolMode::Session => self.pool.fetch_many(query),
             PoolMode::Transaction => {
-                // In a transaction of its own, read to the end before COMMIT.
+                // In a transaction of its own, read to the end before COMMIT:
+                // rows are held in memory, not streamed, through the pooler.
                 let pool = &self.pool;
                 futures_util::stream::once(async move {
                     let mut tx = pool.begin().await?;
@@ -305,14 +317,21 @@ impl<'c> Executor<'c> for &'c Db {
     where
         'c: 'e,
     {
-        self.pool.prepare_with(sql, parameters)
+        match self.mode {
+            PoolMode::Session => self.pool.prepare_with(sql, parameters),
+            // A prepared statement is named and kept: unsafe through the pooler.
+            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
+        }
     }
 
     fn describe<'e>(self, sql: SqlStr) -> futures_util::future::BoxFuture<'e, Result<Describe<Postgres>, sqlx::Error>>
     where
         'c: 'e,
     {
-        self.pool.describe(sql)
+        match self.mode {
+            PoolMode::Session => self.pool.describe(sql),
+            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
+        }
     }
 }
 
@@ -352,14 +371,20 @@ impl<'c> Executor<'c> for &'c mut Tx {
     where
         'c: 'e,
     {
-        self.inner.prepare_with(sql, parameters)
+        match self.mode {
+            PoolMode::Session => self.inner.prepare_with(sql, parameters),
+            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
+        }
     }
 
     fn describe<'e>(self, sql: SqlStr) -> futures_util::future::BoxFuture<'e, Result<Describe<Postgres>, sqlx::Error>>
     where
         'c: 'e,
     {
-        self.inner.describe(sql)
+        match self.mode {
+            PoolMode::Session => self.inner.describe(sql),
+            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
+        }
     }
 }
 

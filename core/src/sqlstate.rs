@@ -27,6 +27,8 @@ pub const REQUEST_REFUSED: &str = "SQ002";
 /// 08P01: protocol violation; what a pooler (PgBouncer) answers to a
 /// connection it refuses.
 pub const PROTOCOL_VIOLATION: &str = "08P01";
+/// 25006: a write on a read-only server (a standby).
+pub const READ_ONLY_SQL_TRANSACTION: &str = "25006";
 /// 22003: a number does not fit its type.
 pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 /// 22P05: a character the database cannot store (U+0000 in `jsonb` or `text`).
@@ -71,16 +73,19 @@ pub fn is(error: &sqlx::Error, wanted: &str) -> bool {
 }
 
 /// A connection-level failure that may go away by itself: no server
-/// answers, the connection was lost or none came free in time, or the
-/// server is shutting down, crashed or starting up (class 08, 57P01 to
-/// 57P03). Retrying the operation with the same idempotency key is safe.
+/// answers, the connection was lost or none came free in time, the server
+/// is shutting down, crashed or starting up (class 08, 57P01 to 57P03), or
+/// it is a standby refusing a write (25006, a failover under way). Retrying the operation with the same idempotency key is safe.
 pub fn is_connection_level(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
         sqlx::Error::Database(_) if is_refused_by_pooler(error) => false,
+        // A standby refusing a write: during a failover the route reaches
+        // the standby before it is promoted, and the same write goes through
+        // once it is.
         sqlx::Error::Database(_) => code(error).is_some_and(|c| {
             c.starts_with(CONNECTION_EXCEPTION_CLASS)
-                || [ADMIN_SHUTDOWN, CRASH_SHUTDOWN, CANNOT_CONNECT_NOW].contains(&&*c)
+                || [ADMIN_SHUTDOWN, CRASH_SHUTDOWN, CANNOT_CONNECT_NOW, READ_ONLY_SQL_TRANSACTION].contains(&&*c)
         }),
         _ => false,
     }

@@ -264,18 +264,7 @@ fn within<T: PartialOrd + std::fmt::Display>(
     Err(ApiError::invalid(format!("{name}: must be {} to {}, not {value}", range.start(), range.end())))
 }
 
-/// Finished requests of one bucket.
-#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, utoipa::ToSchema)]
-pub struct Bucket {
-    /// The bucket's start.
-    pub at: DateTime<Utc>,
-    /// Requests finished in it.
-    pub finished: i64,
-    /// Enqueue-to-outcome latency of those, median and 95th percentile, in
-    /// milliseconds.
-    pub p50_ms: Option<f64>,
-    pub p95_ms: Option<f64>,
-}
+pub use crate::sql::dashboard::Bucket;
 
 /// Seconds per bucket of the throughput chart.
 pub const BUCKET_SECS: i64 = 10;
@@ -284,8 +273,9 @@ pub const BUCKET_SECS: i64 = 10;
 pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec<Bucket>, seatq::Error> {
     let window = i64::from(minutes) * 60;
     let (now, rows): (DateTime<Utc>, Vec<Bucket>) = {
-        let now: DateTime<Utc> = sqlx::query_scalar(sql::NOW).fetch_one(s.client.db()).await?;
-        let rows = sqlx::query_as(sql::THROUGHPUT).bind(BUCKET_SECS).bind(window).fetch_all(s.client.db()).await?;
+        let now: DateTime<Utc> = sql::Now.query().fetch_one(s.client.db()).await?;
+        let rows =
+            sql::Throughput { bucket_secs: BUCKET_SECS, window_secs: window }.query().fetch_all(s.client.db()).await?;
         (now, rows)
     };
     let last = now.timestamp() - now.timestamp().rem_euclid(BUCKET_SECS);

@@ -235,7 +235,7 @@ pub async fn serve(listener: TcpListener, router: Router, header_timeout: Durati
 
 /// 200 when the database answers, else 503 (a JSON error).
 async fn health(axum::extract::State(s): axum::extract::State<AppState>) -> Result<&'static str, ApiError> {
-    sqlx::query(sql::dashboard::PING).execute(s.client.db()).await.map_err(seatq::Error::from)?;
+    sql::dashboard::Ping.query().execute(s.client.db()).await.map_err(seatq::Error::from)?;
     Ok("ok\n")
 }
 

@@ -5,7 +5,6 @@
 //! on-sale costs the database at most one read per event per maximum age
 //! (docs/checkout.md says what a view's age means to a customer).
 
-use chrono::{DateTime, Utc};
 use seatq::outcome::money;
 use seatq::{ClassAvailability, Client, MapSeat, SeatAvailability};
 use serde::Serialize;
@@ -39,21 +38,7 @@ fn no_seats(event: i64) -> ApiError {
     })
 }
 
-/// An event with its seats sold, held and free (`sql::dashboard::EVENT_SEATS`).
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub(crate) struct EventSeats {
-    pub id: i64,
-    pub name: String,
-    pub venue: Option<String>,
-    pub starts_at: Option<DateTime<Utc>>,
-    /// Why sales refuse now (`not_on_sale`, `sales_closed`), or none.
-    pub refusal: Option<String>,
-    pub seats: i64,
-    pub sold: i64,
-    pub held: i64,
-    pub free: i64,
-    pub not_for_sale: i64,
-}
+pub(crate) use crate::sql::dashboard::EventSeats;
 
 /// The latest `limit` events, or only `event`.
 pub(crate) async fn event_seats(
@@ -61,7 +46,7 @@ pub(crate) async fn event_seats(
     limit: i64,
     event: Option<i64>,
 ) -> Result<Vec<EventSeats>, seatq::Error> {
-    Ok(sqlx::query_as(crate::sql::dashboard::EVENT_SEATS).bind(limit).bind(event).fetch_all(client.db()).await?)
+    Ok(crate::sql::dashboard::EventSeatsOf { limit, event }.query().fetch_all(client.db()).await?)
 }
 
 /// Pixels from one seat's centre to the next.

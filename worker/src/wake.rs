@@ -27,8 +27,10 @@ pub struct Wake {
     /// Ticket of the latest notification of new requests.
     news: AtomicU64,
     /// The database answers again (the listener reconnected): loops pausing
-    /// after failed batches go at once, their backoff started over.
+    /// after failed batches go at once, their backoff started over. Counted,
+    /// so that a loop busy when it happened sees it before its next pause.
     back: Notify,
+    backs: AtomicU64,
 }
 
 impl Wake {
@@ -79,12 +81,26 @@ impl Wake {
 
     /// The listener reached the database again after losing it.
     pub fn database_back(&self) {
+        self.backs.fetch_add(1, Ordering::SeqCst);
         self.back.notify_waiters();
     }
 
-    /// Wait until [`Wake::database_back`].
-    pub async fn until_back(&self) {
-        self.back.notified().await
+    /// How many times the database came back: read before an attempt, and
+    /// given to [`Wake::until_back`] after it fails.
+    pub fn backs(&self) -> u64 {
+        self.backs.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the database is back after `seen` ([`Wake::backs`]): at
+    /// once if it came back since.
+    pub async fn until_back(&self, seen: u64) {
+        let notified = self.back.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.backs() != seen {
+            return;
+        }
+        notified.await
     }
 
     /// Wait to be woken.

@@ -40,7 +40,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Connect with worker session settings (see [`session_options`]),
+    /// Connect with worker session settings (see [`session_options`],
+    /// [`SETTINGS`] and [`settle`]),
     /// creating the database and applying migrations if needed.
     ///
     /// While the server is unreachable or not ready (down, starting up,
@@ -102,7 +103,11 @@ impl Worker {
         }
     }
 
-    /// Use an existing pool (migrations must already be applied).
+    /// Use an existing pool (migrations must already be applied). Its
+    /// connections need the worker's settings: build it from
+    /// [`pool_options`] (which settles and warms each connection) and
+    /// [`session_options`]; a pool without them has no `lock_timeout` or
+    /// other safety net and is not refused on a standby.
     pub fn new(pool: PgPool, mut config: Config) -> Worker {
         config.batch_size = config.batch_size.clamp(1, crate::MAX_BATCH_SIZE);
         config.backlog_batch_size = config.backlog_batch_size.clamp(config.batch_size, crate::MAX_BATCH_SIZE);
@@ -238,6 +243,7 @@ impl Worker {
             let size = self.claim_size.load(Ordering::Relaxed);
             let limit = if careful > 0 { 1 } else { size };
             careful = careful.saturating_sub(1);
+            let backs = wake.backs();
             let batch = self.process_once(limit, &mut in_hand, Some(&wake));
             let result = tokio::time::timeout(self.config.batch_timeout, batch).await;
             drop(turn);
@@ -304,7 +310,7 @@ impl Worker {
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = tokio::time::sleep(delay) => {}
-                        _ = wake.until_back() => pauses = Pauses::new(),
+                        _ = wake.until_back(backs) => pauses = Pauses::new(),
                     }
                     // Claiming one at a time, the batch held one request, so
                     // that request broke it: count the attempt, so it is

@@ -1,5 +1,7 @@
 //! The schema's version, and the bookkeeping of its migrations.
 
+use super::{Rows, Scalars};
+
 /// The table sqlx records applied migrations in, inside seatq's own schema
 /// (so that a host application's `public._sqlx_migrations` is left alone).
 macro_rules! migrations_table {
@@ -17,7 +19,26 @@ pub const MIGRATIONS_TABLE: &str = migrations_table!();
 /// Versions and checksums of the migrations applied (readable by every
 /// seatq role), with the database's name for messages.
 pub const APPLIED_MIGRATIONS: &str =
-    concat!("SELECT version, checksum, current_database() FROM ", migrations_table!(), " WHERE success");
+    concat!("SELECT version, checksum, current_database() AS database FROM ", migrations_table!(), " WHERE success");
+
+/// The parameters of [`APPLIED_MIGRATIONS`]: none.
+#[derive(Debug, Clone, Copy)]
+pub struct AppliedMigrations;
+
+/// A migration the database has applied.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Applied {
+    pub version: i64,
+    pub checksum: Vec<u8>,
+    /// The database's name, for messages.
+    pub database: String,
+}
+
+impl AppliedMigrations {
+    pub fn query(&self) -> Rows<'static, Applied> {
+        sqlx::query_as(APPLIED_MIGRATIONS)
+    }
+}
 
 /// The database's name if its schema `seatq` holds objects but no migrations
 /// table of its own (no row otherwise): a schema made by an earlier
@@ -34,3 +55,13 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class
   AND (EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace IN (SELECT oid FROM ns))
        OR EXISTS (SELECT 1 FROM pg_catalog.pg_type WHERE typnamespace IN (SELECT oid FROM ns))
        OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE pronamespace IN (SELECT oid FROM ns)))";
+
+/// The parameters of [`OLD_SCHEMA`]: none.
+#[derive(Debug, Clone, Copy)]
+pub struct OldSchema;
+
+impl OldSchema {
+    pub fn query(&self) -> Scalars<'static, String> {
+        sqlx::query_scalar(OLD_SCHEMA)
+    }
+}

@@ -95,15 +95,20 @@ impl Client {
     /// A connection-level failure is retried under `retry`, the whole
     /// transaction again: until COMMIT is sent nothing is stored, so that is
     /// safe even for requests without an idempotency key. If the connection
-    /// is lost during COMMIT itself, the outcome is unknown to the client; it
-    /// then asks the server that ran the transaction whether it committed
-    /// (`pg_xact_status`), and enqueues again only if it did not, so a file
-    /// is never enqueued twice. Only that server can say: after a failover
-    /// (another server answers: the cluster's identifier or timeline differs)
-    /// the new primary's transaction ids say nothing of the lost one, so the
-    /// batch is enqueued again only if every request carries an idempotency
-    /// key (which makes that once-only, and returns the requests' own ids).
-    /// Otherwise, or when the server cannot tell in time, the answer is
+    /// is lost during COMMIT itself, the outcome is unknown to the client:
+    ///
+    /// - when every request carries an idempotency key, it enqueues again,
+    ///   which the keys make once-only on any server (the same one, or a
+    ///   promoted standby after a failover), and returns the requests' ids;
+    /// - otherwise it asks the server that ran the transaction whether it
+    ///   committed (`pg_xact_status`), and enqueues again only if it did not,
+    ///   so a file is never enqueued twice. Only that server can say: after a
+    ///   failover (another server answers: the cluster's identifier or
+    ///   timeline differs) the new primary's transaction ids say nothing of the
+    ///   lost one.
+    ///
+    /// When it cannot be told (another server answers, the login may not read
+    /// the server's identity, or no answer comes in time) the answer is
     /// [`Error::CommitUnknown`], saying why.
     pub async fn enqueue_all(&self, batch: &[NewRequest], retry: &Retry) -> Result<Vec<i64>, Error> {
         for new in batch {
@@ -114,7 +119,15 @@ impl Client {
         let mut lost: Option<LostCommit> = None;
         loop {
             if let Some(commit) = lost.take() {
-                let fate = XactStatus { xid: &commit.xid, server: &commit.server }.query().fetch_one(&self.db).await;
+                let Some(server) = commit.server.clone() else {
+                    return Err(commit.unknown(
+                        "this login may not read the server's identity (pg_control_system), so an answer could \
+                         come from another server after a failover; give every request an idempotency key, and \
+                         a lost COMMIT is settled by enqueueing again"
+                            .into(),
+                    ));
+                };
+                let fate = XactStatus { xid: &commit.xid, server: &server }.query().fetch_one(&self.db).await;
                 let again = match fate {
                     Ok(Fate { status: Some(status), .. }) if status == "committed" => return Ok(commit.ids),
                     // Nothing was stored: enqueue again.
@@ -125,20 +138,14 @@ impl Client {
                     }
                     // A standby answers (promotion under way, or the route
                     // not yet moved): ask again once a primary does.
-                    Ok(Fate { server: None, .. }) => Some("a standby answers, not a primary".to_string()),
-                    Ok(Fate { status: None, server: Some(server) }) if server != commit.server => {
-                        if !keyed {
-                            let why = format!(
-                                "another server answers now (a failover: {server}, was {}), and it cannot know; \
-                                 without an idempotency key on every request, enqueueing again could store them twice",
-                                commit.server
-                            );
-                            return Err(commit.unknown(why));
-                        }
-                        tracing::warn!(was = %commit.server, now = %server,
-                            "another server answers after a lost COMMIT (a failover); enqueueing again, once-only by \
-                             the requests' idempotency keys");
-                        None
+                    Ok(Fate { standby: true, .. }) => Some("a standby answers, not a primary".to_string()),
+                    Ok(Fate { status: None, server: now, .. }) if now.as_deref() != Some(server.as_str()) => {
+                        let now = now.unwrap_or_else(|| "one whose identity this login may not read".into());
+                        let why = format!(
+                            "another server answers now (a failover: {now}, was {server}), and it cannot know; \
+                             without an idempotency key on every request, enqueueing again could store them twice"
+                        );
+                        return Err(commit.unknown(why));
                     }
                     Err(e) if crate::sqlstate::is_connection_level(&e) => Some(crate::error::db_text(&e)),
                     Ok(_) => return Err(commit.unknown("the server can no longer tell (too old)".into())),
@@ -157,6 +164,14 @@ impl Client {
                 Err(Attempt::Failed(e)) => {
                     if !backoff.pause("enqueueing", &e).await {
                         return Err(e);
+                    }
+                }
+                // Every request has a key: enqueueing again is once-only
+                // whatever became of the lost COMMIT, on whichever server.
+                Err(Attempt::CommitLost(commit)) if keyed => {
+                    let what = "the connection was lost during COMMIT; enqueueing again (once-only by the keys)";
+                    if !backoff.sleep(what, &commit.source).await {
+                        return Err(commit.unknown("no connection again in time".into()));
                     }
                 }
                 Err(Attempt::CommitLost(commit)) => {
@@ -182,7 +197,7 @@ impl Client {
         match tx.commit().await {
             Ok(()) => Ok(ids),
             Err(source) if crate::sqlstate::is_connection_level(&source) => {
-                Err(Attempt::CommitLost(LostCommit { xid, server: server.unwrap_or_default(), ids, source }))
+                Err(Attempt::CommitLost(LostCommit { xid, server, ids, source }))
             }
             // The server answered: it did not commit.
             Err(e) => Err(failed(e)),
@@ -297,8 +312,9 @@ enum Attempt {
 struct LostCommit {
     /// Its id, as `pg_current_xact_id()` gave it.
     xid: String,
-    /// The server it ran on (`queue::CURRENT_XACT_ID`'s identity).
-    server: String,
+    /// The server it ran on (`queue::CURRENT_XACT_ID`'s identity), if the
+    /// login may read it.
+    server: Option<String>,
     /// The ids its statements returned (valid if it committed).
     ids: Vec<i64>,
     /// How the connection was lost.

@@ -104,12 +104,19 @@ impl Client {
     /// a standby shows what it has replayed, a little behind the primary
     /// (docs/operations.md gives the lag measured). Everything else (enqueue,
     /// waiting, bookings) stays on the primary.
+    ///
+    /// The replica's pool is as large as the primary's, and the client's
+    /// cache of views is its own (a clone of this client keeps reading the
+    /// primary, and its own views).
     pub async fn with_reads_from(mut self, url: &str) -> Result<Client, Error> {
         let target = Target::parse(url, None)?;
         let target = Target { session: None, ..target };
-        let pool =
-            PgPoolOptions::new().max_connections(4).acquire_timeout(self.db.pool().options().get_acquire_timeout());
+        let primary = self.db.pool().options();
+        let pool = PgPoolOptions::new()
+            .max_connections(primary.get_max_connections())
+            .acquire_timeout(primary.get_acquire_timeout());
         self.reads = Some(db::connect_target(&target, pool).await?);
+        self.views = Arc::new(ViewCache::new(self.views.max_age()));
         Ok(self)
     }
 

@@ -220,13 +220,17 @@ impl<'r> FromRow<'r, PgRow> for WaitedFor {
 
 /// Which server this is, as a COMMIT's fate can be asked of: the cluster's
 /// system identifier and the timeline it writes on (a promoted standby
-/// shares the identifier and starts a new timeline); NULL on a standby,
-/// which writes nothing.
+/// shares the identifier and starts a new timeline). NULL on a standby, which
+/// writes nothing, and where the login may not read them (a server that
+/// revoked `pg_control_system()` from PUBLIC): never an error, since it is
+/// read inside the transaction it is about.
 macro_rules! server_identity {
     () => {
-        "CASE WHEN pg_is_in_recovery() THEN NULL ELSE
-           (SELECT system_identifier FROM pg_control_system())::text || '/'
-           || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END"
+        "CASE WHEN NOT pg_is_in_recovery()
+                   AND has_function_privilege('pg_control_system()', 'execute')
+                   AND has_function_privilege('pg_current_wal_lsn()', 'execute')
+              THEN (SELECT system_identifier FROM pg_control_system())::text || '/'
+                   || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END"
     };
 }
 
@@ -241,7 +245,7 @@ pub(crate) const CURRENT_XACT_ID: &str =
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct Commit {
     pub(crate) xid: String,
-    /// `None` only on a standby, where nothing commits.
+    /// `None` where the login may not read the server's identity.
     pub(crate) server: Option<String>,
 }
 
@@ -259,9 +263,11 @@ impl CurrentXactId {
 /// or NULL when it is too old to tell), asked only of the server that ran it:
 /// `status` is NULL too when this server is not that one (after a failover a
 /// promoted standby reuses transaction ids, and would answer for one it
-/// never saw), with `server` saying which this is (NULL: a standby).
+/// never saw) or cannot say which it is; `server` says which this is, and
+/// `standby` whether it is one.
 pub(crate) const XACT_STATUS: &str = concat!(
-    "SELECT CASE WHEN s.server = $2 THEN pg_xact_status($1::xid8)::text END AS status, s.server
+    "SELECT CASE WHEN s.server = $2 THEN pg_xact_status($1::xid8)::text END AS status, s.server,
+            pg_is_in_recovery() AS standby
      FROM (SELECT ",
     server_identity!(),
     " AS server) s"
@@ -281,6 +287,7 @@ pub(crate) struct XactStatus<'a> {
 pub(crate) struct Fate {
     pub(crate) status: Option<String>,
     pub(crate) server: Option<String>,
+    pub(crate) standby: bool,
 }
 
 impl<'a> XactStatus<'a> {

@@ -1,11 +1,37 @@
 //! What the dashboard shows beyond the producer library's reads: throughput
-//! and latency buckets, dead requests, seats per event.
+//! and latency buckets, dead requests, seats per event. Each statement has
+//! its params struct and row struct beside it, in the shape of the
+//! producer's and the worker's (`seatq_worker::sql` says it in full).
+
+use chrono::{DateTime, Utc};
+use seatq_core::sql::{Effect, Rows, Scalars};
+use serde::{Deserialize, Serialize};
 
 /// The database answers.
 pub const PING: &str = "SELECT 1";
 
+/// The parameters of [`PING`]: none.
+#[derive(Debug, Clone, Copy)]
+pub struct Ping;
+
+impl Ping {
+    pub fn query(&self) -> Effect<'static> {
+        sqlx::query(PING)
+    }
+}
+
 /// The server's clock, which the buckets are cut by.
 pub const NOW: &str = "SELECT now()";
+
+/// The parameters of [`NOW`]: none.
+#[derive(Debug, Clone, Copy)]
+pub struct Now;
+
+impl Now {
+    pub fn query(&self) -> Scalars<'static, DateTime<Utc>> {
+        sqlx::query_scalar(NOW)
+    }
+}
 
 /// Requests finished in the last $2 seconds, in buckets of $1 seconds (cut
 /// at multiples of $1 since the Unix epoch): per bucket, how many, and the
@@ -25,6 +51,34 @@ FROM (
 ) r
 GROUP BY at ORDER BY at";
 
+/// The parameters of [`THROUGHPUT`].
+#[derive(Debug, Clone, Copy)]
+pub struct Throughput {
+    /// Seconds per bucket ($1).
+    pub bucket_secs: i64,
+    /// Seconds back from now ($2).
+    pub window_secs: i64,
+}
+
+impl Throughput {
+    pub fn query(&self) -> Rows<'static, Bucket> {
+        sqlx::query_as(THROUGHPUT).bind(self.bucket_secs).bind(self.window_secs)
+    }
+}
+
+/// Finished requests of one bucket.
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, utoipa::ToSchema)]
+pub struct Bucket {
+    /// The bucket's start.
+    pub at: DateTime<Utc>,
+    /// Requests finished in it.
+    pub finished: i64,
+    /// Enqueue-to-outcome latency of those, median and 95th percentile, in
+    /// milliseconds.
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+}
+
 /// The latest $1 events (or only event $2), each with its seats sold, held
 /// (live holds), free (available, or held past the hold) and not for sale.
 pub const EVENT_SEATS: &str = "
@@ -43,3 +97,34 @@ CROSS JOIN LATERAL (
     FROM seatq.seats s WHERE s.event_id = e.id
 ) c
 ORDER BY e.id";
+
+/// The parameters of [`EVENT_SEATS`].
+#[derive(Debug, Clone, Copy)]
+pub struct EventSeatsOf {
+    /// How many of the latest events ($1).
+    pub limit: i64,
+    /// Only this event ($2), or every one.
+    pub event: Option<i64>,
+}
+
+impl EventSeatsOf {
+    pub fn query(&self) -> Rows<'static, EventSeats> {
+        sqlx::query_as(EVENT_SEATS).bind(self.limit).bind(self.event)
+    }
+}
+
+/// An event with its seats sold, held and free (`sql::dashboard::EVENT_SEATS`).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct EventSeats {
+    pub id: i64,
+    pub name: String,
+    pub venue: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    /// Why sales refuse now (`not_on_sale`, `sales_closed`), or none.
+    pub refusal: Option<String>,
+    pub seats: i64,
+    pub sold: i64,
+    pub held: i64,
+    pub free: i64,
+    pub not_for_sale: i64,
+}

@@ -114,6 +114,27 @@ async fn bookings_and_checkout_through_a_transaction_pooler() {
     let (status, seats) = served.get(&format!("/api/events/{ev}/availability")).await;
     assert_eq!(status, 200, "{seats}");
 
+    // What the pooler costs a producer, printed (never asserted): one
+    // request at a time, direct and through the pooler, alternating.
+    let (mut direct_time, mut pooled_time) = (Duration::ZERO, Duration::ZERO);
+    let mut ids = Vec::new();
+    for round in 0..4 {
+        for (via, total) in [(&db.client, &mut direct_time), (client, &mut pooled_time)] {
+            let started = std::time::Instant::now();
+            for k in 0..50 {
+                let r = hold(ev, 3, 1, &format!("cost-{round}-{k}"));
+                ids.push(via.enqueue(Request::Hold(r)).await.expect("enqueue"));
+            }
+            *total += started.elapsed();
+        }
+    }
+    client.wait_all(&ids, WAIT).await.expect("the cost requests' outcomes");
+    println!(
+        "one enqueue: {:?} direct, {:?} through PgBouncer in transaction mode (200 each, this build)",
+        direct_time / 200,
+        pooled_time / 200
+    );
+
     running.stop().await;
     common::assert_invariants(client, true).await;
     db.assert_invariants_and_close().await;

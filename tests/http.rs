@@ -138,6 +138,15 @@ async fn every_error_has_its_code_and_status() {
     let sent = s.http.post(s.url("/api/requests")).body("hold 2 seats").send().await;
     let (got, answer) = common::http::answer(sent).await;
     assert_eq!((got, answer["error"]["code"].as_str()), (400, Some("invalid_json")), "{answer}");
+    // A wait that is not a number of seconds, 0 or more, is refused before
+    // the request is stored.
+    let good = hold(json!({"event": ev, "class": 1, "party": 1, "customer": "w"}));
+    for wait in ["NaN", "-3", "-inf"] {
+        let (got, answer) = s.post(&format!("/api/requests?wait={wait}"), &[], &good).await;
+        assert_eq!((got, answer["error"]["code"].as_str()), (400, Some("invalid_request")), "wait={wait}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("wait: must be a number of seconds"), "wait={wait}: {answer}");
+    }
     // Nothing refused was stored.
     assert_eq!(db.client.stats().await.expect("stats").requests.values().sum::<i64>(), 0);
 

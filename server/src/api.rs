@@ -118,11 +118,13 @@ pub(crate) async fn enqueue(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // A bad wait is refused before anything is stored.
+    let wait = q.wait.map(|secs| wait::seconds("wait", secs)).transpose()?;
     let new = new_request(&headers, &body)?;
     let key = new.idempotency_key.clone();
     let id = s.client.enqueue(new).await?;
     let location = [(header::LOCATION, format!("/api/requests/{id}"))];
-    let Some(secs) = q.wait else {
+    let Some(secs) = wait else {
         return Ok((StatusCode::ACCEPTED, location, Json(Enqueued { id, idempotency_key: key })).into_response());
     };
     let record = wait::outcome(&s, id, secs).await?;

@@ -51,11 +51,17 @@ pub(crate) async fn long_poll(
     Id(id): Id,
     Params(t): Params<Timeout>,
 ) -> Answer<RequestRecord> {
-    let secs = t.timeout.unwrap_or(f64::INFINITY);
-    if secs.is_nan() || secs < 0.0 {
-        return Err(ApiError::invalid(format!("timeout: must be a number of seconds, 0 or more, not {secs}")));
-    }
+    let secs = seconds("timeout", t.timeout.unwrap_or(f64::INFINITY))?;
     Ok(Json(outcome(&s, id, secs).await?))
+}
+
+/// A wait of `secs` seconds given as the parameter `name`, or why not: a
+/// number, 0 or more (`NaN` and negative waits are refused, not stored).
+pub(crate) fn seconds(name: &str, secs: f64) -> Result<f64, ApiError> {
+    if secs.is_nan() || secs < 0.0 {
+        return Err(ApiError::invalid(format!("{name}: must be a number of seconds, 0 or more, not {secs}")));
+    }
+    Ok(secs)
 }
 
 /// A request's outcome as Server-Sent Events.

@@ -386,6 +386,42 @@ async fn reads_and_the_openapi_description() {
 
     let (status, doc) = s.get("/api/openapi.json").await;
     assert_eq!(status, 200);
+    // Every response has its description, which OpenAPI requires.
+    let mut undescribed = Vec::new();
+    for (path, operations) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in operations.as_object().expect("operations") {
+            for (status, response) in operation["responses"].as_object().into_iter().flatten() {
+                if !response["description"].as_str().is_some_and(|d| !d.is_empty()) {
+                    undescribed.push(format!("{method} {path} {status}"));
+                }
+            }
+        }
+    }
+    assert!(undescribed.is_empty(), "responses without a description: {undescribed:?}");
+    // Operation ids are unique, as OpenAPI requires.
+    let mut ids: Vec<&str> = doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|paths| paths.values())
+        .filter_map(|operations| operations.as_object())
+        .flat_map(|operations| operations.values())
+        .filter_map(|operation| operation["operationId"].as_str())
+        .collect();
+    let all = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), all, "operation ids named twice: {doc}");
+    // A path parameter is in its path (query parameters are said to be).
+    for (path, operations) in doc["paths"].as_object().expect("paths") {
+        for operation in operations.as_object().expect("operations").values() {
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                if parameter["in"] == "path" {
+                    let name = parameter["name"].as_str().unwrap_or_default();
+                    assert!(path.contains(&format!("{{{name}}}")), "{path}: path parameter {name} not in the path");
+                }
+            }
+        }
+    }
     assert!(doc["components"]["schemas"]["ClassPrices"]["properties"]["free_min_cents"].is_object(), "{doc}");
     for path in [
         "/api/requests",

@@ -80,6 +80,7 @@ pub enum Payload {
 
 /// `?wait=SECS`: also wait up to this long for the outcome.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct WaitParam {
     /// Seconds to wait for the outcome before answering (cut to the server's
     /// longest wait); absent: answer at once.
@@ -189,13 +190,13 @@ fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError>
 /// Read a request as it stands.
 #[utoipa::path(get, path = "/api/requests/{id}", tag = "requests",
     params(("id" = i64, Path, description = "The request's id")),
-    responses((status = 200, body = RequestRecord), (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = RequestRecord), (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
 pub(crate) async fn request(State(s): State<AppState>, Id(id): Id) -> Answer<RequestRecord> {
     Ok(Json(s.client.status(id).await?))
 }
 
 /// Every event, with its sales window and seat counts.
-#[utoipa::path(get, path = "/api/events", tag = "events", responses((status = 200, body = Vec<EventSummary>)))]
+#[utoipa::path(get, path = "/api/events", tag = "events", operation_id = "list_events", responses((status = 200, description = "OK", body = Vec<EventSummary>)))]
 pub(crate) async fn events(State(s): State<AppState>) -> Answer<Vec<EventSummary>> {
     Ok(Json(s.client.events(None).await?))
 }
@@ -203,7 +204,7 @@ pub(crate) async fn events(State(s): State<AppState>) -> Answer<Vec<EventSummary
 /// Free seats and prices of an event, per class.
 #[utoipa::path(get, path = "/api/events/{id}/availability", tag = "events",
     params(("id" = i64, Path, description = "The event's id")),
-    responses((status = 200, body = Vec<ClassAvailability>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Vec<ClassAvailability>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
 pub(crate) async fn availability(State(s): State<AppState>, Id(id): Id) -> Answer<Vec<ClassAvailability>> {
     Ok(Json(maps::availability(&s.client, id).await?))
 }
@@ -211,27 +212,28 @@ pub(crate) async fn availability(State(s): State<AppState>, Id(id): Id) -> Answe
 /// Every seat of an event: free, held, booked or not for sale (never whose).
 #[utoipa::path(get, path = "/api/events/{id}/seats", tag = "events",
     params(("id" = i64, Path, description = "The event's id")),
-    responses((status = 200, body = Vec<MapSeat>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Vec<MapSeat>), (status = 404, description = "unknown_event: no such event, or no seats", body = crate::error::ErrorBody)))]
 pub(crate) async fn seats(State(s): State<AppState>, Id(id): Id) -> Answer<Vec<MapSeat>> {
     Ok(Json(maps::seat_map(&s.client, id).await?))
 }
 
 /// Queue depth by status, the oldest queued request's age, seats by state.
 #[utoipa::path(get, path = "/api/ops/stats", tag = "operators",
-    responses((status = 200, body = Stats), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Stats), (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
 pub(crate) async fn stats(State(s): State<AppState>) -> Answer<Stats> {
     Ok(Json(s.client.stats().await?))
 }
 
 /// Live workers, with their heartbeats and settings.
 #[utoipa::path(get, path = "/api/ops/workers", tag = "operators",
-    responses((status = 200, body = Vec<WorkerInfo>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Vec<WorkerInfo>), (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
 pub(crate) async fn workers(State(s): State<AppState>) -> Answer<Vec<WorkerInfo>> {
     Ok(Json(s.client.workers().await?))
 }
 
 /// `?minutes=N`: the window to look at.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Window {
     /// Minutes back from now, 1 to 60 (default 10).
     pub minutes: Option<u32>,
@@ -239,6 +241,7 @@ pub struct Window {
 
 /// `?limit=N`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Limit {
     /// At most this many, 1 to 1000 (default 50), the latest first.
     pub limit: Option<i64>,
@@ -247,7 +250,7 @@ pub struct Limit {
 /// Requests finished per 10-second bucket over the last minutes, with the
 /// enqueue-to-outcome latency of each bucket.
 #[utoipa::path(get, path = "/api/ops/throughput", tag = "operators", params(Window),
-    responses((status = 200, body = Vec<Bucket>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Vec<Bucket>), (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
 pub(crate) async fn throughput(State(s): State<AppState>, Params(w): Params<Window>) -> Answer<Vec<Bucket>> {
     let minutes = within("minutes", w.minutes.unwrap_or(10), 1..=60)?;
     Ok(Json(throughput_buckets(&s, minutes).await?))
@@ -293,7 +296,7 @@ pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec
 
 /// Dead requests, the latest first, with their last error.
 #[utoipa::path(get, path = "/api/ops/dead", tag = "operators", params(Limit),
-    responses((status = 200, body = Vec<RequestRecord>), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Vec<RequestRecord>), (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
 pub(crate) async fn dead(State(s): State<AppState>, Params(l): Params<Limit>) -> Answer<Vec<RequestRecord>> {
     let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
     Ok(Json(s.client.dead_requests(limit).await?))
@@ -309,8 +312,8 @@ pub struct Requeued {
 #[utoipa::path(post, path = "/api/ops/dead/{id}/retry", tag = "operators",
     params(("id" = i64, Path, description = "The dead request's id")),
     security(("operator_token" = [])),
-    responses((status = 200, body = Requeued), (status = 404, description = "not_found: no dead request with this id", body = crate::error::ErrorBody),
-        (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Requeued), (status = 404, description = "not_found: no dead request with this id", body = crate::error::ErrorBody),
+        (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
 pub(crate) async fn retry(State(s): State<AppState>, Id(id): Id) -> Answer<Requeued> {
     let requeued = s.client.retry_dead(Some(id)).await?;
     if requeued.is_empty() {
@@ -322,7 +325,7 @@ pub(crate) async fn retry(State(s): State<AppState>, Id(id): Id) -> Answer<Reque
 
 /// Put every dead request back in the queue (the operator token).
 #[utoipa::path(post, path = "/api/ops/dead/retry", tag = "operators", security(("operator_token" = [])),
-    responses((status = 200, body = Requeued), (status = 401, body = crate::error::ErrorBody), (status = 403, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "OK", body = Requeued), (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
 pub(crate) async fn retry_all(State(s): State<AppState>) -> Answer<Requeued> {
     let requeued = s.client.retry_dead(None).await?;
     tracing::info!(count = requeued.len(), "dead requests requeued by an operator");

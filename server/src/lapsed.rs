@@ -79,7 +79,7 @@ async fn listen(db: Db, heard: broadcast::Sender<i64>) {
 /// Event `lapsed` (`{"booking": id}`) once the sweeper announces that the
 /// hold lapsed, and the stream ends; keep-alive comments meanwhile. A hint:
 /// the hold lapses at its `held_until` whether or not this comes.
-#[utoipa::path(get, path = "/api/holds/{booking}/lapsed", tag = "requests",
+#[utoipa::path(get, path = "/api/holds/{booking}/lapsed", tag = "requests", operation_id = "hold_lapsed_events",
     params(("booking" = i64, Path, description = "The hold's booking id")),
     responses((status = 200, description = "text/event-stream: event lapsed", content_type = "text/event-stream")))]
 pub(crate) async fn events(

@@ -19,6 +19,7 @@ use crate::error::{Answer, ApiError, Id, Params};
 
 /// `?timeout=SECS`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Timeout {
     /// Seconds to wait at most (default and most: the server's longest wait,
     /// a little under its request timeout).
@@ -70,7 +71,7 @@ pub(crate) fn seconds(name: &str, secs: f64) -> Result<f64, ApiError> {
 /// request once finished) and the stream ends; or `waiting` when the
 /// server's longest wait runs out first (reconnect to wait on). An unknown
 /// request is a 404 before the stream starts.
-#[utoipa::path(get, path = "/api/requests/{id}/events", tag = "requests",
+#[utoipa::path(get, path = "/api/requests/{id}/events", tag = "requests", operation_id = "request_events",
     params(("id" = i64, Path, description = "The request's id")),
     responses((status = 200, description = "text/event-stream: events queued, finished or waiting, each a request", content_type = "text/event-stream", body = RequestRecord),
         (status = 404, description = "not_found", body = crate::error::ErrorBody)))]

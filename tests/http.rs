@@ -391,7 +391,7 @@ async fn reads_and_the_openapi_description() {
     for (path, operations) in doc["paths"].as_object().expect("paths") {
         for (method, operation) in operations.as_object().expect("operations") {
             for (status, response) in operation["responses"].as_object().into_iter().flatten() {
-                if !response["description"].as_str().is_some_and(|d| !d.is_empty()) {
+                if response["description"].as_str().is_none_or(|d| d.is_empty()) {
                     undescribed.push(format!("{method} {path} {status}"));
                 }
             }

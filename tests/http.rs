@@ -450,6 +450,22 @@ async fn reads_and_the_openapi_description() {
 }
 
 #[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let (db, ev) = TestDb::with_event("Headers", 4, 2).await;
+    let s = Served::start(&db, Settings::default()).await;
+    for path in ["/", &format!("/shop/{ev}"), "/api/events", "/api/requests/999", "/no/such/page", "/healthz"] {
+        let r = s.http.get(s.url(path)).send().await.expect("answer");
+        let h = r.headers();
+        let got = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        assert_eq!(got("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(got("x-frame-options"), "DENY", "{path}");
+        assert_eq!(got("referrer-policy"), "same-origin", "{path}");
+        assert!(got("content-security-policy").contains("frame-ancestors 'none'"), "{path}");
+    }
+    db.close().await;
+}
+
+#[tokio::test]
 async fn parts_turn_off() {
     let db = TestDb::new().await;
     let s = Served::start(&db, Settings { api: false, shop: false, ..Settings::default() }).await;

@@ -250,14 +250,24 @@ impl<'q, E: Execute<'q, Postgres>> Execute<'q, Postgres> for Unnamed<E> {
 
 type Item = Either<PgQueryResult, PgRow>;
 
-/// sqlx names, and keeps, a statement it prepares or describes: through a
-/// transaction pooler another client's session would meet it.
-fn no_named_statements() -> sqlx::Error {
-    sqlx::Error::Configuration(
-        "prepare and describe keep a named statement, which a transaction pooler (pool_mode=transaction) hands to \
-         other clients: run the statement instead"
-            .into(),
-    )
+/// `session()` where connections are sessions of their own; refused through a
+/// transaction pooler. For prepare and describe: sqlx names, and keeps, a
+/// statement it prepares or describes, and another client's session would
+/// meet it there.
+fn session_only<'e, T: 'e>(
+    mode: PoolMode,
+    session: impl FnOnce() -> futures_util::future::BoxFuture<'e, Result<T, sqlx::Error>>,
+) -> futures_util::future::BoxFuture<'e, Result<T, sqlx::Error>> {
+    match mode {
+        PoolMode::Session => session(),
+        PoolMode::Transaction => Box::pin(async {
+            Err(sqlx::Error::Configuration(
+                "prepare and describe keep a named statement, which a transaction pooler (pool_mode=transaction) \
+                 hands to other clients: run the statement instead"
+                    .into(),
+            ))
+        }),
+    }
 }
 
 impl<'c> Executor<'c> for &'c Db {
@@ -271,12 +281,12 @@ impl<'c> Executor<'c> for &'c Db {
         match self.mode {
             PoolMode::Session => self.pool.fetch_many(query),
             PoolMode::Transaction => {
-                // In a transaction of its own, read to the end before COMMIT:
-                // rows are held in memory, not streamed, through the pooler.
-                let pool = &self.pool;
+                // In a transaction of its own (whose executor prepares it
+                // unnamed), read to the end before COMMIT: rows are held in
+                // memory, not streamed, through the pooler.
                 futures_util::stream::once(async move {
-                    let mut tx = pool.begin().await?;
-                    let items: Vec<Item> = tx.fetch_many(Unnamed(query)).try_collect().await?;
+                    let mut tx = self.begin().await?;
+                    let items: Vec<Item> = (&mut tx).fetch_many(query).try_collect().await?;
                     tx.commit().await?;
                     Ok::<_, sqlx::Error>(items)
                 })
@@ -297,15 +307,12 @@ impl<'c> Executor<'c> for &'c Db {
     {
         match self.mode {
             PoolMode::Session => self.pool.fetch_optional(query),
-            PoolMode::Transaction => {
-                let pool = &self.pool;
-                Box::pin(async move {
-                    let mut tx = pool.begin().await?;
-                    let row = tx.fetch_optional(Unnamed(query)).await?;
-                    tx.commit().await?;
-                    Ok(row)
-                })
-            }
+            PoolMode::Transaction => Box::pin(async move {
+                let mut tx = self.begin().await?;
+                let row = (&mut tx).fetch_optional(query).await?;
+                tx.commit().await?;
+                Ok(row)
+            }),
         }
     }
 
@@ -317,21 +324,14 @@ impl<'c> Executor<'c> for &'c Db {
     where
         'c: 'e,
     {
-        match self.mode {
-            PoolMode::Session => self.pool.prepare_with(sql, parameters),
-            // A prepared statement is named and kept: unsafe through the pooler.
-            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
-        }
+        session_only(self.mode, || self.pool.prepare_with(sql, parameters))
     }
 
     fn describe<'e>(self, sql: SqlStr) -> futures_util::future::BoxFuture<'e, Result<Describe<Postgres>, sqlx::Error>>
     where
         'c: 'e,
     {
-        match self.mode {
-            PoolMode::Session => self.pool.describe(sql),
-            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
-        }
+        session_only(self.mode, || self.pool.describe(sql))
     }
 }
 
@@ -371,20 +371,14 @@ impl<'c> Executor<'c> for &'c mut Tx {
     where
         'c: 'e,
     {
-        match self.mode {
-            PoolMode::Session => self.inner.prepare_with(sql, parameters),
-            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
-        }
+        session_only(self.mode, || self.inner.prepare_with(sql, parameters))
     }
 
     fn describe<'e>(self, sql: SqlStr) -> futures_util::future::BoxFuture<'e, Result<Describe<Postgres>, sqlx::Error>>
     where
         'c: 'e,
     {
-        match self.mode {
-            PoolMode::Session => self.inner.describe(sql),
-            PoolMode::Transaction => Box::pin(async { Err(no_named_statements()) }),
-        }
+        session_only(self.mode, || self.inner.describe(sql))
     }
 }
 

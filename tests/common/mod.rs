@@ -538,6 +538,17 @@ pub struct PrivateCluster {
 
 impl PrivateCluster {
     pub fn start() -> PrivateCluster {
+        let cluster = PrivateCluster::empty();
+        let data = cluster.dir.join("data");
+        cluster.pg("initdb", &["-D", path(&data), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
+        cluster.ctl("start");
+        cluster
+    }
+
+    /// A cluster with nothing in its folder yet (owned by `postgres` when we
+    /// are root) and a free port: [`PrivateCluster::start`] lays out a new
+    /// one there, a standby copies its primary there.
+    fn empty() -> PrivateCluster {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|versions| versions.filter_map(Result::ok).map(|v| v.path().join("bin")).max())
@@ -555,9 +566,6 @@ impl PrivateCluster {
             let ok = std::process::Command::new("chown").args(["-R", "postgres:postgres"]).arg(&cluster.dir).status();
             assert!(ok.is_ok_and(|s| s.success()), "chown the cluster dir to postgres");
         }
-        let data = cluster.dir.join("data");
-        cluster.pg("initdb", &["-D", path(&data), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
-        cluster.ctl("start");
         cluster
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
-use super::{COUNTER, PrivateCluster, path};
+use super::{PrivateCluster, path};
 
 /// The standby's name in `synchronous_standby_names`.
 pub const STANDBY_NAME: &str = "standby1";
@@ -18,18 +18,7 @@ impl PrivateCluster {
         let names = if synchronous { STANDBY_NAME } else { "" };
         primary.sql(&format!("ALTER SYSTEM SET synchronous_standby_names = '{names}'"));
         primary.sql("SELECT pg_reload_conf()");
-        let dir = std::env::temp_dir().join(format!(
-            "seatq-cluster-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("standby dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let standby = PrivateCluster { dir, bin: primary.bin.clone(), port };
-        if standby.as_root() {
-            let ok = std::process::Command::new("chown").args(["-R", "postgres:postgres"]).arg(&standby.dir).status();
-            assert!(ok.is_ok_and(|s| s.success()), "chown the standby dir to postgres");
-        }
+        let standby = PrivateCluster::empty();
         let data = standby.dir.join("data");
         let from = format!("host=127.0.0.1 port={} user=postgres application_name={STANDBY_NAME}", primary.port);
         // -R writes standby.signal and primary_conninfo (with the name).

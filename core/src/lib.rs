@@ -8,6 +8,7 @@
 //! one:
 //!
 //! - [`request`]: the request types, the one definition of each;
+//! - [`customer`]: the normal form in which customer names are compared;
 //! - [`limits`]: the limits a request must keep to;
 //! - [`validate`]: the checks that give a malformed request its error code
 //!   (the same checks the database runs on every insert);
@@ -26,6 +27,7 @@
 
 #[cfg(feature = "bin")]
 pub mod bin;
+pub mod customer;
 pub mod db;
 pub mod error;
 #[cfg(feature = "http")]

@@ -104,17 +104,22 @@ async fn run() -> anyhow::Result<bool> {
         let Some(b) = r.booking().filter(|b| b.state == seatq::BookingState::Held) else {
             continue;
         };
-        let own = BookingRef { booking: b.booking, customer: b.customer.clone() };
+        let own = BookingRef { booking: b.booking, customer: b.customer.clone(), token: None };
         match rng.u8(0..100) {
             0..60 => checkout.push(NewRequest::from(Request::Confirm(own))),
             60..80 => checkout.push(NewRequest::from(Request::Cancel(own))),
             80..85 => {
-                let stranger = BookingRef { booking: b.booking, customer: "mallory".into() };
+                let stranger = BookingRef { booking: b.booking, customer: "mallory".into(), token: None };
                 checkout.push(NewRequest::from(Request::Cancel(stranger)));
                 abandoned.push(own);
             }
             85..92 => {
-                let more = HoldExtension { booking: b.booking, customer: b.customer.clone(), hold_seconds: Some(60) };
+                let more = HoldExtension {
+                    booking: b.booking,
+                    customer: b.customer.clone(),
+                    hold_seconds: Some(60),
+                    token: None,
+                };
                 checkout.push(NewRequest::from(Request::Extend(more)));
                 extended.push(own);
             }

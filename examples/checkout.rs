@@ -1,6 +1,9 @@
 //! A web shop's checkout on seatq, from the first screen to the ticket:
 //! show what is free, hold, pay (simulated), confirm; and the two other
-//! endings, a customer who cancels and one whose hold lapses.
+//! endings, a customer who cancels and one whose hold lapses. Each hold
+//! carries a hold token, kept in the customer's session: confirming,
+//! extending and cancelling need it, and a stranger who guesses the booking
+//! id and the customer's name is told there is no such booking.
 //!
 //! Run it against a local PostgreSQL (with `DATABASE_URL` unset it uses
 //! `postgres://postgres@localhost:5432/seatq`, creating it if need be):
@@ -16,7 +19,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use seatq::outcome::{booked_places, money};
-use seatq::{BookingRef, BookingResult, Client, HoldExtension, NewRequest, Request, RequestRecord, SeatRequest};
+use seatq::{
+    BookingRef, BookingResult, Client, HoldExtension, HoldToken, NewRequest, Request, RequestRecord, SeatRequest,
+};
 use seatq_worker::{Config, Worker};
 use tokio_util::sync::CancellationToken;
 
@@ -48,25 +53,34 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. Ann holds two seats of class 2, pays, and confirms.
     let order = format!("ex-{}-{event}", std::process::id());
-    let held = hold(&client, event, "ann", &format!("{order}-ann"), 600).await?;
+    let (held, ann) = hold(&client, event, "ann", &format!("{order}-ann"), 600).await?;
     let until = held.held_until.map(|t| t.format("%H:%M:%S UTC").to_string()).unwrap_or_default();
     println!("ann holds {} until {until} ({})", booked_places(&held.seats), money(held.total_cents));
+    // A stranger who learned the booking id and her name, without her token.
+    let stranger = BookingRef { token: Some(HoldToken::new()?), ..own(&held, &ann) };
+    let refused = send(&client, Request::Cancel(stranger), &format!("{order}-stranger")).await?;
+    println!("a stranger cancels ann's hold: {}", outcome(&refused));
     pay(&held).await;
-    let done = send(&client, Request::Confirm(own(&held)), &format!("{order}-ann-confirm")).await?;
+    let done = send(&client, Request::Confirm(own(&held, &ann)), &format!("{order}-ann-confirm")).await?;
     println!("ann confirms: {}", outcome(&done));
 
     // 2. Bob holds, needs more time, then cancels.
-    let held = hold(&client, event, "bob", &format!("{order}-bob"), 600).await?;
-    let more = HoldExtension { booking: held.booking, customer: "bob".into(), hold_seconds: Some(900) };
+    let (held, bob) = hold(&client, event, "bob", &format!("{order}-bob"), 600).await?;
+    let more = HoldExtension {
+        booking: held.booking,
+        customer: "bob".into(),
+        hold_seconds: Some(900),
+        token: Some(bob.clone()),
+    };
     let extended = send(&client, Request::Extend(more), &format!("{order}-bob-extend")).await?;
     println!("bob extends his hold: {}", outcome(&extended));
-    let cancelled = send(&client, Request::Cancel(own(&held)), &format!("{order}-bob-cancel")).await?;
+    let cancelled = send(&client, Request::Cancel(own(&held, &bob)), &format!("{order}-bob-cancel")).await?;
     println!("bob cancels: {}", outcome(&cancelled));
 
     // 3. Cat holds for one second and walks away; her late confirm is refused.
-    let held = hold(&client, event, "cat", &format!("{order}-cat"), 1).await?;
+    let (held, cat) = hold(&client, event, "cat", &format!("{order}-cat"), 1).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let late = send(&client, Request::Confirm(own(&held)), &format!("{order}-cat-confirm")).await?;
+    let late = send(&client, Request::Confirm(own(&held, &cat)), &format!("{order}-cat-confirm")).await?;
     println!("cat confirms too late: {}", outcome(&late));
 
     // Every seat is where it should be.
@@ -87,12 +101,22 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Hold two seats of class 2 for `customer`, under the order's key.
-async fn hold(client: &Client, event: i64, customer: &str, key: &str, secs: u32) -> anyhow::Result<BookingResult> {
-    let mut hold = SeatRequest::new(event, 2, 2, customer);
-    hold.hold_seconds = Some(secs);
+/// Hold two seats of class 2 for `customer`, under the order's key, with a
+/// new hold token (a shop keeps it in the customer's session, and sends
+/// the same one if it retries the hold).
+async fn hold(
+    client: &Client,
+    event: i64,
+    customer: &str,
+    key: &str,
+    secs: u32,
+) -> anyhow::Result<(BookingResult, HoldToken)> {
+    let token = HoldToken::new()?;
+    let hold =
+        SeatRequest { hold_seconds: Some(secs), token: Some(token.clone()), ..SeatRequest::new(event, 2, 2, customer) };
     let record = send(client, Request::Hold(hold), key).await?;
-    record.booking().with_context(|| format!("no hold for {customer}: {}", outcome(&record)))
+    let held = record.booking().with_context(|| format!("no hold for {customer}: {}", outcome(&record)))?;
+    Ok((held, token))
 }
 
 /// Enqueue under an idempotency key (a retried click books once) and wait
@@ -109,8 +133,9 @@ async fn pay(held: &BookingResult) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-fn own(held: &BookingResult) -> BookingRef {
-    BookingRef { booking: held.booking, customer: held.customer.clone() }
+/// The booking of `held`, as its holder names it.
+fn own(held: &BookingResult, token: &HoldToken) -> BookingRef {
+    BookingRef { booking: held.booking, customer: held.customer.clone(), token: Some(token.clone()) }
 }
 
 fn outcome(r: &RequestRecord) -> String {

@@ -4,7 +4,7 @@ mod common;
 
 use chrono::Utc;
 use common::{TestDb, bookings, code, hold};
-use seatq::{BookingRef, BookingState, NewRequest, Request, SeatRequest, Status};
+use seatq::{BookingRef, BookingState, HoldExtension, NewRequest, Request, SeatRequest, Status};
 
 /// A test database with one event of 60 seats, six to a row: class 1 = seats
 /// 1-19, class 2 = 20-49, class 3 = 50-60; cheapest of class 3 are 56-60.
@@ -120,13 +120,19 @@ async fn sold_out_unless_partial() {
 async fn confirm_and_cancel_are_owner_checked() {
     let (db, ev) = flight().await;
     let booking = db.run(Request::Hold(hold(ev, 2, 2, "ann"))).await.booking().unwrap().booking;
-    let by = |customer: &str| BookingRef { booking, customer: customer.into() };
+    let by = |customer: &str| BookingRef { booking, customer: customer.into(), token: None };
 
-    let r = db.run(Request::Confirm(by("eve"))).await;
-    assert_eq!(code(&r), "not_your_hold");
-    let r = db.run(Request::Cancel(by("eve"))).await;
-    assert_eq!(code(&r), "not_your_hold");
+    // Another customer is told what a stranger to every booking is told.
+    for r in [db.run(Request::Confirm(by("eve"))).await, db.run(Request::Cancel(by("eve"))).await] {
+        assert_eq!(code(&r), "booking_not_found", "{r:?}");
+        assert_eq!(r.error_message.as_deref(), Some(format!("booking {booking} does not exist").as_str()));
+    }
     assert_eq!(db.seats_taken(ev).await, 2, "a stranger's cancel frees nothing");
+    // Her name in another case and width is hers (compared in normal form).
+    let r = db
+        .run(Request::Extend(HoldExtension { booking, customer: " ＡＮＮ".into(), hold_seconds: None, token: None }))
+        .await;
+    assert_eq!(r.booking().map(|b| b.state), Some(BookingState::Held), "{r:?}");
 
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(r.booking().unwrap().state, BookingState::Booked);
@@ -142,7 +148,7 @@ async fn confirm_and_cancel_are_owner_checked() {
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(code(&r), "booking_cancelled");
 
-    let r = db.run(Request::Confirm(BookingRef { booking: 9999, customer: "ann".into() })).await;
+    let r = db.run(Request::Confirm(BookingRef { booking: 9999, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "booking_not_found");
     db.assert_invariants_and_close().await;
 }
@@ -154,9 +160,9 @@ async fn confirm_after_expiry_fails_with_hold_expired() {
     r.hold_seconds = Some(1);
     let booking = db.run(Request::Hold(r)).await.booking().unwrap().booking;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into() })).await;
+    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
-    let r = db.run(Request::Cancel(BookingRef { booking, customer: "ann".into() })).await;
+    let r = db.run(Request::Cancel(BookingRef { booking, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 0);
     db.assert_invariants_and_close().await;
@@ -266,7 +272,7 @@ async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
     let booking = db.run(Request::Book(hold(ev, 1, 5, "ann"))).await.booking().unwrap().booking;
     assert_eq!(db.seats_taken(ev).await, 5, "sold out");
 
-    let cancel = Request::Cancel(BookingRef { booking, customer: "ann".into() });
+    let cancel = Request::Cancel(BookingRef { booking, customer: "ann".into(), token: None });
     let ids = db.client.enqueue_many(&[cancel.into(), Request::Hold(hold(ev, 1, 2, "bob")).into()]).await.unwrap();
     db.drain().await; // one batch
     let cancelled = db.client.status(ids[0]).await.unwrap();
@@ -294,7 +300,7 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     let mut requests: Vec<NewRequest> = Vec::new();
     for (k, id) in held.iter().enumerate() {
         let booking = db.client.status(*id).await.unwrap().booking().expect("held").booking;
-        requests.push(Request::Confirm(BookingRef { booking, customer: format!("c{}", k + 1) }).into());
+        requests.push(Request::Confirm(BookingRef { booking, customer: format!("c{}", k + 1), token: None }).into());
     }
     requests.push(Request::Book(hold(ev, 3, 1, "last")).into());
     let ids = db.client.enqueue_many(&requests).await.unwrap();

@@ -45,12 +45,19 @@ struct Cli {
 
 impl Cli {
     fn start(url: &str, args: &[&str]) -> Cli {
+        Cli::start_with_env(url, args, &[])
+    }
+
+    /// [`Cli::start`] with these environment variables set.
+    fn start_with_env(url: &str, args: &[&str], env: &[(&str, &str)]) -> Cli {
         let mut child = Command::new(seatq_bin())
             .arg("--database-url")
             .arg(url)
             .args(args)
             .env("RUST_LOG", "warn")
             .env_remove("SEATQ_RETRY_SECS")
+            .env_remove("SEATQ_HOLD_TOKEN")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -166,6 +173,55 @@ async fn hold_wait_prints_the_outcome_and_exits_0() {
     assert_eq!(record["result"]["state"], "held", "{record}");
     assert_eq!(record["result"]["customer"], "bob", "{record}");
     assert!(record["idempotency_key"].as_str().is_some_and(|k| k.starts_with("cli-")), "a generated key: {record}");
+
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_made_with_a_token_answers_to_that_token() {
+    let (db, url, ev) = setup(12).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let token = seatq_exits(&url, &["token"], 0).await.stdout.trim().to_string();
+    assert!(seatq::HoldToken::parse(&token).is_ok(), "{token:?}");
+    let other = seatq_exits(&url, &["token"], 0).await.stdout.trim().to_string();
+    assert_ne!(token, other, "a new token each time");
+
+    let hold =
+        ["hold", "--event", &ev, "--class", "1", "--party", "2", "--customer", "ann", "--token", &token, "--wait"];
+    let held = seatq_exits(&url, &json(&hold), 0).await.json();
+    let booking = held["result"]["booking"].as_i64().expect("booking").to_string();
+    let settle = |kind: &'static str, token: &str| {
+        let args = vec![kind, "--booking", &booking, "--customer", "ann", "--token", token, "--wait"];
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>, code: i32| {
+        let url = url.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            seatq_exits(&url, &json(&args), code).await.json()
+        }
+    };
+    // Another token, and none: no such booking, and the hold is unchanged.
+    let wrong = run(settle("cancel", &other), 1).await;
+    assert_eq!(wrong["error_code"], "booking_not_found", "{wrong}");
+    let none =
+        seatq_exits(&url, &json(&["cancel", "--booking", &booking, "--customer", "ann", "--wait"]), 1).await.json();
+    assert_eq!(none["error_code"], "booking_not_found", "{none}");
+    assert_eq!(db.seats_taken(ev.parse().expect("event id")).await, 2);
+    // The token from the environment, as a script keeps it off the command line.
+    let confirmed = Cli::start_with_env(
+        &url,
+        &json(&["confirm", "--booking", &booking, "--customer", "ann", "--wait"]),
+        &[("SEATQ_HOLD_TOKEN", &token)],
+    )
+    .finish()
+    .await;
+    assert_eq!(confirmed.code, Some(0), "{confirmed:?}");
+    assert_eq!(confirmed.json()["result"]["state"], "booked", "{confirmed:?}");
+    let malformed =
+        seatq_exits(&url, &["confirm", "--booking", &booking, "--customer", "ann", "--token", "abc"], 2).await;
+    assert!(malformed.stderr.contains("--token"), "{malformed:?}");
 
     workers.stop().await;
     db.assert_invariants_and_close().await;

@@ -20,6 +20,23 @@ fn with_token() -> Settings {
     Settings { operator_token: Some(TOKEN.into()), ..Settings::default() }
 }
 
+/// A new hold token, as a client makes one.
+fn new_token() -> String {
+    seatq::HoldToken::new().expect("randomness").to_string()
+}
+
+/// GET `path` presenting hold token `token`.
+async fn get_held(s: &Served, path: &str, token: &str) -> (u16, Value) {
+    common::http::answer(s.http.get(s.url(path)).bearer_auth(token).send().await).await
+}
+
+/// POST a request carrying hold token `token` and wait for its outcome in
+/// the same call.
+async fn send_held(s: &Served, kind: &str, mut payload: Value, token: &str) -> Value {
+    payload["token"] = json!(token);
+    send(s, kind, payload).await
+}
+
 /// POST a request and wait for its outcome in the same call.
 async fn send(s: &Served, kind: &str, payload: Value) -> Value {
     let (status, record) = s.post("/api/requests?wait=20", &[], &json!({"kind": kind, "payload": payload})).await;
@@ -35,14 +52,18 @@ async fn every_kind_books_through_the_api() {
     let workers = Running::start(&db, 1, Config::default()).await;
 
     // hold named seats, extend, confirm
-    let held = send(&s, "hold", json!({"event": ev, "seats": [11, 12], "customer": "ann", "hold_seconds": 60})).await;
+    let ann = new_token();
+    let held =
+        send_held(&s, "hold", json!({"event": ev, "seats": [11, 12], "customer": "ann", "hold_seconds": 60}), &ann)
+            .await;
     assert_eq!(held["status"], "succeeded", "{held}");
     let booking = held["result"]["booking"].as_i64().expect("booking id");
     assert_eq!(held["result"]["state"], "held");
-    let extended = send(&s, "extend", json!({"booking": booking, "customer": "ann", "hold_seconds": 120})).await;
+    let extended =
+        send_held(&s, "extend", json!({"booking": booking, "customer": "ann", "hold_seconds": 120}), &ann).await;
     assert_eq!(extended["status"], "succeeded", "{extended}");
     assert!(extended["result"]["held_until"].as_str() > held["result"]["held_until"].as_str());
-    let confirmed = send(&s, "confirm", json!({"booking": booking, "customer": "ann"})).await;
+    let confirmed = send_held(&s, "confirm", json!({"booking": booking, "customer": "ann"}), &ann).await;
     assert_eq!(confirmed["result"]["state"], "booked", "{confirmed}");
 
     // book by class and party
@@ -50,16 +71,18 @@ async fn every_kind_books_through_the_api() {
     assert_eq!(booked["result"]["seats"].as_array().map(Vec::len), Some(3), "{booked}");
 
     // hold, then cancel
-    let held = send(&s, "hold", json!({"event": ev, "class": 2, "party": 2, "customer": "cy"})).await;
+    let cy_token = new_token();
+    let held = send_held(&s, "hold", json!({"event": ev, "class": 2, "party": 2, "customer": "cy"}), &cy_token).await;
     let cy = held["result"]["booking"].as_i64().expect("booking id");
-    let cancelled = send(&s, "cancel", json!({"booking": cy, "customer": "cy"})).await;
+    let cancelled = send_held(&s, "cancel", json!({"booking": cy, "customer": "cy"}), &cy_token).await;
     assert_eq!(cancelled["result"]["state"], "cancelled", "{cancelled}");
 
     // A refusal is an outcome, not an HTTP error: 200, status failed.
     let taken = send(&s, "book", json!({"event": ev, "seats": [11], "customer": "dee"})).await;
     assert_eq!((taken["status"].as_str(), taken["error_code"].as_str()), (Some("failed"), Some("seats_taken")));
-    let wrong = send(&s, "cancel", json!({"booking": booking, "customer": "eve"})).await;
-    assert_eq!(wrong["error_code"], "not_your_hold");
+    // Without ann's token, her own name is not enough.
+    let wrong = send(&s, "cancel", json!({"booking": booking, "customer": "ann"})).await;
+    assert_eq!(wrong["error_code"], "booking_not_found", "{wrong}");
 
     // The database agrees: ann has seats 11 and 12, bob three, cy none.
     let owners: Vec<(i32, String)> = sqlx::query_as(
@@ -134,8 +157,14 @@ async fn every_error_has_its_code_and_status() {
         assert_eq!((got, answer["error"]["code"].as_str()), (status, Some(code)), "{what}: {answer}");
         assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {answer}");
     }
-    // Not JSON at all.
-    let sent = s.http.post(s.url("/api/requests")).body("hold 2 seats").send().await;
+    // Not JSON at all, though it says it is.
+    let sent = s
+        .http
+        .post(s.url("/api/requests"))
+        .header("Content-Type", "application/json")
+        .body("hold 2 seats")
+        .send()
+        .await;
     let (got, answer) = common::http::answer(sent).await;
     assert_eq!((got, answer["error"]["code"].as_str()), (400, Some("invalid_json")), "{answer}");
     // A wait that is not a number of seconds, 0 or more, is refused before
@@ -197,24 +226,33 @@ async fn every_error_has_its_code_and_status() {
 async fn an_idempotency_key_enqueues_once() {
     let (db, ev) = TestDb::with_event("Keys", 10, 5).await;
     let s = Served::start(&db, Settings::default()).await;
-    let body = json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": 2, "customer": "ann"}});
+    let token = new_token();
+    let book = |party: u32, token: &str| json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": party, "customer": "ann", "token": token}});
+    let body = book(2, &token);
     let key = [("Idempotency-Key", "order-1-book")];
     let (first, a) = s.post("/api/requests", &key, &body).await;
     let (again, b) = s.post("/api/requests", &key, &body).await;
     assert_eq!((first, again), (202, 202));
     assert_eq!(a["id"], b["id"], "{a} {b}");
     assert_eq!(a["idempotency_key"], "order-1-book");
-    // The same key for another request: refused, nothing stored.
-    let other = json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": 3, "customer": "ann"}});
-    let (status, answer) = s.post("/api/requests", &key, &other).await;
-    assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("idempotency_conflict")), "{answer}");
+    assert_eq!(a["token"], token.as_str());
+    // The same key for another request, or another token: refused, nothing stored.
+    for other in [book(3, &token), book(2, &new_token())] {
+        let (status, answer) = s.post("/api/requests", &key, &other).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("idempotency_conflict")), "{answer}");
+    }
+    // A keyed request must bring its own token, or its retry could not present it.
+    let untokened = json!({"kind": "book", "payload": {"event": ev, "class": 1, "party": 2, "customer": "ann"}});
+    let (status, answer) = s.post("/api/requests", &[("Idempotency-Key", "order-2-book")], &untokened).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("missing_field")), "{answer}");
+    assert!(answer["error"]["message"].as_str().is_some_and(|m| m.starts_with("token: ")), "{answer}");
     let unreadable = reqwest::header::HeaderValue::from_bytes(b"caf\xe9").expect("an obs-text header");
     let sent = s.http.post(s.url("/api/requests")).header("Idempotency-Key", unreadable).json(&body).send().await;
     let (status, answer) = common::http::answer(sent).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("invalid_request")), "{answer}");
     assert_eq!(db.client.stats().await.expect("stats").requests.get("queued"), Some(&1));
     db.drain().await;
-    let (_, record) = s.get(&format!("/api/requests/{}", a["id"])).await;
+    let (_, record) = get_held(&s, &format!("/api/requests/{}", a["id"]), &token).await;
     assert_eq!(record["status"], "succeeded", "{record}");
     assert_eq!(db.seats_taken(ev).await, 2);
     db.assert_invariants_and_close().await;
@@ -228,19 +266,27 @@ async fn waiting_by_long_poll_and_by_events() {
 
     // Nothing processes: the long-poll answers with the request still queued.
     let (_, a) = s.post("/api/requests", &[], &book("ann")).await;
+    let a_token = a["token"].as_str().expect("a token made by the server").to_string();
     let a = a["id"].as_i64().expect("id");
-    let (status, record) = s.get(&format!("/api/requests/{a}/wait?timeout=0.3")).await;
+    let (status, record) = get_held(&s, &format!("/api/requests/{a}/wait?timeout=0.3"), &a_token).await;
     assert_eq!((status, record["status"].as_str()), (200, Some("queued")), "{record}");
 
     // A long-poll and an event stream waiting while a worker processes.
     let (_, b) = s.post("/api/requests", &[], &book("bob")).await;
+    let b_token = b["token"].as_str().expect("a token").to_string();
     let b = b["id"].as_i64().expect("id");
     let poll = tokio::spawn({
         // Without ?timeout: the server's longest wait.
         let (http, url) = (s.http.clone(), s.url(&format!("/api/requests/{a}/wait")));
-        async move { common::http::answer(http.get(url).send().await).await }
+        async move { common::http::answer(http.get(url).bearer_auth(a_token).send().await).await }
     });
-    let events = s.http.get(s.url(&format!("/api/requests/{b}/events"))).send().await.expect("event stream");
+    let events = s
+        .http
+        .get(s.url(&format!("/api/requests/{b}/events")))
+        .bearer_auth(&b_token)
+        .send()
+        .await
+        .expect("event stream");
     assert_eq!(events.headers()["content-type"], "text/event-stream");
     let stream = tokio::spawn(read_events(events, "finished"));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -288,9 +334,26 @@ async fn a_lapsed_hold_is_announced_to_its_page() {
     let s = Served::start(&db, Settings::default()).await;
     let config = Config { sweep_interval: Duration::from_millis(200), ..Config::default() };
     let workers = Running::start(&db, 1, config).await;
-    let held = send(&s, "hold", json!({"event": ev, "seats": [2], "customer": "ann", "hold_seconds": 1})).await;
+    let ann = new_token();
+    let held =
+        send_held(&s, "hold", json!({"event": ev, "seats": [2], "customer": "ann", "hold_seconds": 1}), &ann).await;
     let booking = held["result"]["booking"].as_i64().expect("booking");
-    let events = s.http.get(s.url(&format!("/api/holds/{booking}/lapsed"))).send().await.expect("event stream");
+    // Only the hold's token follows it: without, or with another, no such booking.
+    for (token, status) in [(None, 404), (Some(new_token()), 404)] {
+        let mut get = s.http.get(s.url(&format!("/api/holds/{booking}/lapsed")));
+        if let Some(token) = token {
+            get = get.bearer_auth(token);
+        }
+        let (got, answer) = common::http::answer(get.send().await).await;
+        assert_eq!((got, answer["error"]["code"].as_str()), (status, Some("not_found")), "{answer}");
+    }
+    let events = s
+        .http
+        .get(s.url(&format!("/api/holds/{booking}/lapsed")))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .expect("event stream");
     let seen =
         tokio::time::timeout(Duration::from_secs(20), read_events(events, "lapsed")).await.expect("lapsed in time");
     assert_eq!(seen.last().map(|(e, d)| (e.as_str(), d["booking"].as_i64())), Some(("lapsed", Some(booking))));
@@ -300,7 +363,7 @@ async fn a_lapsed_hold_is_announced_to_its_page() {
         .await
         .expect("booking");
     assert_eq!(state, "expired");
-    let late = send(&s, "confirm", json!({"booking": booking, "customer": "ann"})).await;
+    let late = send_held(&s, "confirm", json!({"booking": booking, "customer": "ann"}), &ann).await;
     assert_eq!(late["error_code"], "hold_expired");
     workers.stop().await;
     db.assert_invariants_and_close().await;
@@ -542,7 +605,7 @@ async fn a_connection_that_never_finishes_its_request_head_is_closed() {
     slow.write_all(b"GET /healthz HTT").await.expect("write");
     // Meanwhile a whole request is answered.
     let mut whole = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    whole.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.expect("write");
+    whole.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").await.expect("write");
     let mut answer = String::new();
     whole.read_to_string(&mut answer).await.expect("read the answer");
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok\n"), "{answer}");

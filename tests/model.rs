@@ -150,7 +150,7 @@ impl Model {
     fn settle(&mut self, b: usize, customer: u8, confirm: bool) -> &'static str {
         let booking = &self.bookings[b];
         if booking.customer != customer {
-            return "not_your_hold";
+            return "booking_not_found";
         }
         match (booking.state, confirm) {
             (BState::Expired, _) => return "hold_expired",
@@ -177,7 +177,7 @@ impl Model {
     fn extend(&self, b: usize, customer: u8) -> &'static str {
         let booking = &self.bookings[b];
         if booking.customer != customer {
-            return "not_your_hold";
+            return "booking_not_found";
         }
         match booking.state {
             BState::Expired => "hold_expired",
@@ -243,7 +243,7 @@ async fn run_ops(ops: Vec<Op>) {
                     Some(b) => (model.bookings[b].id, model.settle(b, *c, confirm)),
                     None => (i64::MAX, "booking_not_found"),
                 };
-                let r = BookingRef { booking: id, customer: customer(*c) };
+                let r = BookingRef { booking: id, customer: customer(*c), token: None };
                 let done = db.run(if confirm { Request::Confirm(r) } else { Request::Cancel(r) }).await;
                 assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
             }
@@ -252,7 +252,7 @@ async fn run_ops(ops: Vec<Op>) {
                     Some(b) => (model.bookings[b].id, model.extend(b, *c)),
                     None => (i64::MAX, "booking_not_found"),
                 };
-                let r = HoldExtension { booking: id, customer: customer(*c), hold_seconds: None };
+                let r = HoldExtension { booking: id, customer: customer(*c), hold_seconds: None, token: None };
                 let done = db.run(Request::Extend(r)).await;
                 assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
             }

@@ -93,22 +93,25 @@ async fn bookings_and_checkout_through_a_transaction_pooler() {
     let held = run(Request::Hold(hold(ev, 3, 2, "ann"))).await;
     let booking = held.booking().unwrap_or_else(|| panic!("hold: {}", code(&held))).booking;
     let extended =
-        run(Request::Extend(HoldExtension { booking, customer: "ann".into(), hold_seconds: Some(600) })).await;
+        run(Request::Extend(HoldExtension { booking, customer: "ann".into(), hold_seconds: Some(600), token: None }))
+            .await;
     assert_eq!(code(&extended), "succeeded", "{extended:?}");
-    let confirmed = run(Request::Confirm(BookingRef { booking, customer: "ann".into() })).await;
+    let confirmed = run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
     assert_eq!(confirmed.booking().map(|b| b.state.as_str()), Some("booked"), "{confirmed:?}");
     let held = run(Request::Hold(hold(ev, 3, 1, "bob"))).await;
     let other = held.booking().unwrap_or_else(|| panic!("hold: {}", code(&held))).booking;
-    let cancelled = run(Request::Cancel(BookingRef { booking: other, customer: "bob".into() })).await;
+    let cancelled = run(Request::Cancel(BookingRef { booking: other, customer: "bob".into(), token: None })).await;
     assert_eq!(cancelled.booking().map(|b| b.state.as_str()), Some("cancelled"), "{cancelled:?}");
 
     // `seatq serve` on a client through the pooler: the shop's API and reads.
     let served = Served::start_with(clients[1].clone(), seatq_server::Settings::default()).await;
-    let body = json!({"kind": "hold", "payload": {"event": ev, "class": 3, "party": 1, "customer": "cy"}});
+    let token = seatq::HoldToken::new().expect("randomness").to_string();
+    let body =
+        json!({"kind": "hold", "payload": {"event": ev, "class": 3, "party": 1, "customer": "cy", "token": token}});
     let (status, record) = served.post("/api/requests?wait=30", &[], &body).await;
     assert_eq!((status, record["status"].as_str()), (200, Some("succeeded")), "{record}");
     let booking = record["result"]["booking"].as_i64().expect("booking id");
-    let confirm = json!({"kind": "confirm", "payload": {"booking": booking, "customer": "cy"}});
+    let confirm = json!({"kind": "confirm", "payload": {"booking": booking, "customer": "cy", "token": token}});
     let (status, record) = served.post("/api/requests?wait=30", &[], &confirm).await;
     assert_eq!((status, record["status"].as_str()), (200, Some("succeeded")), "{record}");
     let (status, seats) = served.get(&format!("/api/events/{ev}/availability")).await;

@@ -23,7 +23,9 @@ use chrono::{DateTime, Utc};
 use clap::{Args as ClapArgs, CommandFactory as _, Parser, Subcommand};
 use seatq::Retry;
 use seatq::outcome::{money, money_range};
-use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status};
+use seatq::{
+    BookingRef, Client, HoldExtension, HoldToken, NewRequest, Request, RequestError, RequestRecord, SeatRequest, Status,
+};
 use tokio::time::Instant;
 
 /// How long one wait for a connection (connecting included) may take before
@@ -145,6 +147,10 @@ enum Command {
         #[command(subcommand)]
         command: batch::BatchCommand,
     },
+    /// Print a new hold token (32 random bytes from the operating system, URL-safe base64): give it to
+    /// hold or book with --token, and the booking answers to that token alone (confirm, cancel and extend
+    /// need it). The database keeps only its hash.
+    Token,
     /// Show a request.
     Status {
         /// The request's id (as enqueueing printed it).
@@ -272,6 +278,10 @@ struct SeatArgs {
     /// Seat the party side by side in one row.
     #[arg(long)]
     together: bool,
+    /// The hold token the booking answers to (make one with `seatq token`); a booking made
+    /// without one answers to its customer alone.
+    #[arg(long, env = "SEATQ_HOLD_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    token: Option<HoldToken>,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -282,6 +292,10 @@ struct BookingArgs {
     /// The customer the booking is for.
     #[arg(long)]
     customer: String,
+    /// The hold token the booking answers to (make one with `seatq token`); a booking made
+    /// without one answers to its customer alone.
+    #[arg(long, env = "SEATQ_HOLD_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    token: Option<HoldToken>,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -540,16 +554,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return submit(&ctx, Request::Book(seat_request(seats)), queue).await;
         }
         Command::Confirm { booking, queue } => {
-            let r = BookingRef { booking: booking.booking, customer: booking.customer };
+            let r = BookingRef { booking: booking.booking, customer: booking.customer, token: booking.token };
             return submit(&ctx, Request::Confirm(r), queue).await;
         }
         Command::Cancel { booking, queue } => {
-            let r = BookingRef { booking: booking.booking, customer: booking.customer };
+            let r = BookingRef { booking: booking.booking, customer: booking.customer, token: booking.token };
             return submit(&ctx, Request::Cancel(r), queue).await;
         }
         Command::Extend { booking, hold_seconds, queue } => {
-            let r = HoldExtension { booking: booking.booking, customer: booking.customer, hold_seconds };
+            let r = HoldExtension {
+                booking: booking.booking,
+                customer: booking.customer,
+                hold_seconds,
+                token: booking.token,
+            };
             return submit(&ctx, Request::Extend(r), queue).await;
+        }
+        Command::Token => {
+            println!("{}", HoldToken::new()?);
+            return Ok(ExitCode::SUCCESS);
         }
         Command::Enqueue { args } => return batch::enqueue_file(&ctx, args).await,
         Command::Batch { command } => return batch::batch(&ctx, command).await,
@@ -773,6 +796,7 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
         seats: a.seats,
         partial: a.partial,
         together: a.together,
+        token: a.token,
     }
 }
 

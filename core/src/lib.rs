@@ -19,6 +19,7 @@
 //! - [`reach`]: how seatq reaches its database (directly, or through a
 //!   transaction pooler), and the pool handle every statement runs on;
 //! - [`retry`]: jittered exponential backoff;
+//! - [`token`]: hold tokens, what proves a hold is the caller's;
 //! - [`sqlstate`]: what a database error's SQLSTATE means to seatq;
 //! - [`sql`]: the statements producers and workers both run;
 //! - `bin` (feature `bin`): what seatq's own binaries share;
@@ -39,6 +40,7 @@ pub mod request;
 pub mod retry;
 pub mod sql;
 pub mod sqlstate;
+pub mod token;
 pub mod validate;
 
 pub use error::{Error, RequestError};
@@ -46,6 +48,7 @@ pub use outcome::{
     BookingResult, BookingState, ErrorCode, RequestRecord, SeatAvailability, SeatInfo, SeatState, Status,
 };
 pub use request::{BookingRef, HoldExtension, Request, SeatRequest};
+pub use token::{HoldToken, TokenHash};
 
 /// A worker whose last heartbeat is older than this is dead: `seatq workers`
 /// leaves it out and live workers delete its row.

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::error::RequestError;
 use crate::limits::DEFAULT_HOLD_SECONDS;
 use crate::outcome::ErrorCode;
+use crate::token::HoldToken;
 use crate::validate;
 
 /// What a request asks for.
@@ -54,6 +55,12 @@ pub struct SeatRequest {
     /// Seat the whole party next to each other in one row.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub together: bool,
+    /// The hold token: on a hold or book, the token its booking will answer
+    /// to; on confirm, cancel and extend, the token of the booking's hold
+    /// ([`crate::token`]). The database keeps only its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub token: Option<HoldToken>,
 }
 
 /// The payload of `confirm` and `cancel`.
@@ -65,6 +72,12 @@ pub struct BookingRef {
     pub booking: i64,
     /// The customer who made the booking.
     pub customer: String,
+    /// The hold token: on a hold or book, the token its booking will answer
+    /// to; on confirm, cancel and extend, the token of the booking's hold
+    /// ([`crate::token`]). The database keeps only its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub token: Option<HoldToken>,
 }
 
 /// The payload of `extend`.
@@ -81,6 +94,12 @@ pub struct HoldExtension {
     /// when the hold was made, and never shorter than it already is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_seconds: Option<u32>,
+    /// The hold token: on a hold or book, the token its booking will answer
+    /// to; on confirm, cancel and extend, the token of the booking's hold
+    /// ([`crate::token`]). The database keeps only its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub token: Option<HoldToken>,
 }
 
 impl HoldExtension {
@@ -133,6 +152,39 @@ impl Request {
         })
     }
 
+    /// The request with its customer in normal form
+    /// ([`crate::customer::normal_form`]), as workers compare, count and
+    /// store customers.
+    pub fn in_normal_form(mut self) -> Request {
+        let customer = match &mut self {
+            Request::Hold(r) | Request::Book(r) => &mut r.customer,
+            Request::Confirm(r) | Request::Cancel(r) => &mut r.customer,
+            Request::Extend(r) => &mut r.customer,
+        };
+        *customer = crate::customer::normal_form(customer);
+        self
+    }
+
+    /// The hold token it carries, if any.
+    pub fn token(&self) -> Option<&HoldToken> {
+        match self {
+            Request::Hold(r) | Request::Book(r) => r.token.as_ref(),
+            Request::Confirm(r) | Request::Cancel(r) => r.token.as_ref(),
+            Request::Extend(r) => r.token.as_ref(),
+        }
+    }
+
+    /// The request carrying `token` (in place of any it carried).
+    pub fn with_token(mut self, token: HoldToken) -> Request {
+        let slot = match &mut self {
+            Request::Hold(r) | Request::Book(r) => &mut r.token,
+            Request::Confirm(r) | Request::Cancel(r) => &mut r.token,
+            Request::Extend(r) => &mut r.token,
+        };
+        *slot = Some(token);
+        self
+    }
+
     /// Validate a request built in code, by the same checks a stored one gets.
     pub fn validate(&self) -> Result<(), RequestError> {
         validate::check(self.kind(), &self.payload())
@@ -151,6 +203,7 @@ impl SeatRequest {
             seats: Vec::new(),
             partial: false,
             together: false,
+            token: None,
         }
     }
 
@@ -244,7 +297,8 @@ mod tests {
 
     #[test]
     fn extend_round_trips_and_defaults_its_hold_time() {
-        let req = Request::Extend(HoldExtension { booking: 4, customer: "ann".into(), hold_seconds: Some(300) });
+        let req =
+            Request::Extend(HoldExtension { booking: 4, customer: "ann".into(), hold_seconds: Some(300), token: None });
         assert_eq!(Request::decode(req.kind(), &req.payload()), Ok(req));
         let Ok(Request::Extend(r)) = Request::decode("extend", &json!({"booking": 4, "customer": "ann"})) else {
             panic!("not an extend")

@@ -264,7 +264,39 @@ pub fn field_name(name: &str) -> Cow<'_, str> {
 }
 
 /// Check a stored request; `Ok` means it decodes into a valid [`crate::Request`].
+///
+/// A hold token (`token`, any kind may carry one) is checked after the rest
+/// of the payload, as the database checks it (`seatq.request_error`, which
+/// checks the payload without it first): the database takes the token out
+/// of the payload it stores, keeping only its hash.
 pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
+    let Value::Object(map) = payload else {
+        return check_without_token(kind, payload);
+    };
+    let Some(token) = map.get(TOKEN) else {
+        return check_without_token(kind, payload);
+    };
+    let mut rest = map.clone();
+    rest.remove(TOKEN);
+    check_without_token(kind, &Value::Object(rest))?;
+    check_token(token)
+}
+
+/// The field of a payload that carries a hold token.
+pub const TOKEN: &str = "token";
+
+/// A hold token's value: a string of a token's form.
+fn check_token(v: &Value) -> Result<(), RequestError> {
+    let Value::String(text) = v else {
+        return Err(fail(ErrorCode::WrongType, format!("{TOKEN}: must be a string, not {}", describe(v))));
+    };
+    if !crate::token::is_token(text) {
+        return Err(fail(ErrorCode::InvalidRequest, format!("{TOKEN}: must be {}", crate::token::TOKEN_FORM)));
+    }
+    Ok(())
+}
+
+fn check_without_token(kind: &str, payload: &Value) -> Result<(), RequestError> {
     check_no_nul("payload", payload)?;
     let Some(allowed) = fields(kind) else {
         return Err(fail(
@@ -286,7 +318,11 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     if let Some(unknown) = map.keys().filter(|k| !allowed.contains(&k.as_str())).min() {
         return Err(fail(
             ErrorCode::UnknownField,
-            format!("{}: unknown field for {kind}; expected one of {}", field_name(unknown), allowed.join(", ")),
+            format!(
+                "{}: unknown field for {kind}; expected one of {}, {TOKEN}",
+                field_name(unknown),
+                allowed.join(", ")
+            ),
         ));
     }
     // The kinds that name a booking rather than seats.

@@ -103,7 +103,7 @@ pub use crate::{
     view_cache::ViewCacheStats,
 };
 pub use seatq_core::{
-    BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, Request, RequestError, RequestRecord,
-    SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, WORKER_DEAD_AFTER, db, error, limits, outcome, reach,
-    request, sqlstate, validate,
+    BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, HoldToken, Request, RequestError,
+    RequestRecord, SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, TokenHash, WORKER_DEAD_AFTER, customer,
+    db, error, limits, outcome, reach, request, sqlstate, token, validate,
 };

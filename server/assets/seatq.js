@@ -42,7 +42,7 @@ function shop() {
   const event = Number(root.dataset.event);
   const holdSeconds = Number(root.dataset.holdSeconds);
   const selected = new Set();
-  let hold = null; // {booking, customer, heldUntil, seats}
+  let hold = null; // {booking, customer, token, heldUntil, seats}
   let offset = 0; // server clock minus ours, in ms
   let ticker = null;
   let lapses = null;
@@ -87,8 +87,36 @@ function shop() {
     drawSelection();
   });
 
-  // Send a request and wait for its outcome: {record} or {error}.
-  async function send(kind, payload) {
+  // A hold token: 32 bytes from the browser's CSPRNG, URL-safe base64. The
+  // hold answers to it alone; it lives in this page's memory, never stored.
+  function newToken() {
+    const bytes = crypto.getRandomValues(new Uint8Array(32));
+    return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+  const bearer = (token) => ({ Authorization: "Bearer " + token });
+
+  // Follow a hold's lapse (Server-Sent Events read through fetch, which,
+  // unlike EventSource, can send the token in a header rather than the URL).
+  function follow(booking, token, onLapsed) {
+    const stop = new AbortController();
+    (async () => {
+      const r = await fetch("/api/holds/" + booking + "/lapsed", { headers: bearer(token), signal: stop.signal });
+      if (!r.ok || !r.body) return;
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let seen = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        seen += value;
+        if (/^event: lapsed$/m.test(seen)) { onLapsed(); return; }
+      }
+    })().catch(() => {});
+    return { close: () => stop.abort() };
+  }
+
+  // Send a request (carrying `token`) and wait for its outcome: {record} or {error}.
+  async function send(kind, payload, token) {
+    payload = { ...payload, token };
     const r = await fetch("/api/requests?wait=20", {
       method: "POST",
       headers: { "Content-Type": "application/json", "Idempotency-Key": newKey("shop-" + kind) },
@@ -104,7 +132,7 @@ function shop() {
     let body = await r.json();
     if (!r.ok) return { error: body.error };
     while (body.status === "queued") {
-      const w = await fetch("/api/requests/" + body.id + "/wait?timeout=20");
+      const w = await fetch("/api/requests/" + body.id + "/wait?timeout=20", { headers: bearer(token) });
       body = await w.json();
       if (!w.ok) return { error: body.error };
     }
@@ -118,7 +146,8 @@ function shop() {
     if (!customer()) { say("Enter your name first."); $("#customer").focus(); return; }
     $$("#pick button").forEach((b) => (b.disabled = true));
     say("Holding…", true);
-    const { record, error } = await send("hold", { ...payload, event, customer: customer(), hold_seconds: holdSeconds });
+    const token = newToken();
+    const { record, error } = await send("hold", { ...payload, event, customer: customer(), hold_seconds: holdSeconds }, token);
     const failed = error || (record.status !== "succeeded" && refused(record));
     if (failed) {
       say(failed.code + ": " + failed.message);
@@ -127,7 +156,7 @@ function shop() {
       return;
     }
     const b = record.result;
-    hold = { booking: b.booking, customer: b.customer, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
+    hold = { booking: b.booking, customer: b.customer, token, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
     selected.clear();
     $$(SEATS + ".selected").forEach((c) => c.classList.remove("selected"));
     hold.seats.forEach((n) => { const c = $(`${SEATS}[data-seat="${n}"]`); if (c) c.setAttribute("class", "seat held mine"); });
@@ -145,8 +174,7 @@ function shop() {
     say("");
     tick();
     ticker = setInterval(tick, 250);
-    lapses = new EventSource("/api/holds/" + b.booking + "/lapsed");
-    lapses.addEventListener("lapsed", () => lapsed("The sweeper released them."));
+    lapses = follow(b.booking, token, () => lapsed("The sweeper released them."));
   }
 
   function tick() {
@@ -178,7 +206,7 @@ function shop() {
   async function settle(kind) {
     $("#confirm").disabled = true;
     $("#cancel").disabled = true;
-    const { record, error } = await send(kind, { booking: hold.booking, customer: hold.customer });
+    const { record, error } = await send(kind, { booking: hold.booking, customer: hold.customer }, hold.token);
     const failed = error || (record.status !== "succeeded" && refused(record));
     if (failed && failed.code === "hold_expired") return lapsed("");
     if (failed) {

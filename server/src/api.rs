@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Answer, ApiError, Id, Params};
+use crate::holder::{Holder, TOKEN_HEADER};
 use crate::sql::dashboard as sql;
 use crate::{AppState, auth, maps, wait};
 
@@ -94,20 +95,33 @@ pub struct Enqueued {
     pub id: i64,
     /// The key it was enqueued under, if any.
     pub idempotency_key: Option<String>,
+    /// The hold token the request carries (the body's, or one the server
+    /// made): reading the request needs it (`Authorization: Bearer TOKEN`),
+    /// and for a hold or book, confirming, cancelling and extending its
+    /// booking. Also sent as the `Seatq-Hold-Token` header. The server
+    /// keeps only its hash: keep it, it cannot be read back.
+    pub token: String,
 }
 
 /// Enqueue a request.
 ///
 /// The same checks as every producer's: a malformed request is refused with
-/// its error code (400), nothing stored. With an `Idempotency-Key` header,
-/// sending the same request again returns the first one's id; the key reused
-/// for another kind or payload is refused (409 `idempotency_conflict`).
+/// its error code (400), nothing stored. Every request carries a hold token:
+/// the payload's `token`, or one the server makes, answered in the body and
+/// the `Seatq-Hold-Token` header; only its holder can read the request, and
+/// a hold's booking answers to it alone. With an `Idempotency-Key` header,
+/// sending the same request (and token) again returns the first one's id;
+/// the key reused for another kind, payload or token is refused (409
+/// `idempotency_conflict`), and a keyed request must carry its own token,
+/// so that its retry can present the same one.
 #[utoipa::path(post, path = "/api/requests", tag = "requests",
     request_body = EnqueueBody,
     params(WaitParam, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: the same key and request enqueue once")),
     responses(
-        (status = 202, description = "Enqueued (without ?wait)", body = Enqueued),
-        (status = 200, description = "With ?wait: the request after the wait, finished (succeeded, failed or dead) or still queued", body = RequestRecord),
+        (status = 202, description = "Enqueued (without ?wait)", body = Enqueued,
+            headers(("Seatq-Hold-Token" = String, description = "The request's hold token"))),
+        (status = 200, description = "With ?wait: the request after the wait, finished (succeeded, failed or dead) or still queued", body = RequestRecord,
+            headers(("Seatq-Hold-Token" = String, description = "The request's hold token"))),
         (status = 400, description = "Refused: the code names why (invalid_json, missing_field, wrong_type, party_out_of_range, ...)", body = crate::error::ErrorBody),
         (status = 409, description = "idempotency_conflict", body = crate::error::ErrorBody),
         (status = 413, description = "payload_too_large", body = crate::error::ErrorBody),
@@ -121,15 +135,36 @@ pub(crate) async fn enqueue(
 ) -> Result<Response, ApiError> {
     // A bad wait is refused before anything is stored.
     let wait = q.wait.map(|secs| wait::seconds("wait", secs)).transpose()?;
-    let new = new_request(&headers, &body)?;
+    let mut new = new_request(&headers, &body)?;
+    let token = match new.request.token() {
+        Some(token) => token.clone(),
+        None if new.idempotency_key.is_some() => {
+            return Err(ApiError::refused(seatq::RequestError {
+                code: seatq::ErrorCode::MissingField,
+                message: "token: required with an Idempotency-Key, so that a retry presents the same token \
+                          (make one: 32 random bytes in URL-safe base64 without padding)"
+                    .into(),
+            }));
+        }
+        None => {
+            let token = seatq::HoldToken::new()
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+            new.request = new.request.with_token(token.clone());
+            token
+        }
+    };
     let key = new.idempotency_key.clone();
     let id = s.client.enqueue(new).await?;
-    let location = [(header::LOCATION, format!("/api/requests/{id}"))];
+    let headers = [
+        (header::LOCATION, format!("/api/requests/{id}")),
+        (header::HeaderName::from_static(TOKEN_HEADER), token.to_string()),
+    ];
     let Some(secs) = wait else {
-        return Ok((StatusCode::ACCEPTED, location, Json(Enqueued { id, idempotency_key: key })).into_response());
+        let enqueued = Enqueued { id, idempotency_key: key, token: token.to_string() };
+        return Ok((StatusCode::ACCEPTED, headers, Json(enqueued)).into_response());
     };
     let record = wait::outcome(&s, id, secs).await?;
-    Ok((StatusCode::OK, location, Json(record)).into_response())
+    Ok((StatusCode::OK, headers, Json(record)).into_response())
 }
 
 /// The request a body and its headers describe, checked as any producer's.
@@ -187,12 +222,16 @@ fn new_request(headers: &HeaderMap, body: &[u8]) -> Result<NewRequest, ApiError>
     Ok(NewRequest { request, idempotency_key, priority, run_at, batch: None })
 }
 
-/// Read a request as it stands.
+/// Read a request as it stands (its hold token as `Authorization: Bearer TOKEN`).
+///
+/// Without the token the request was made with, or with another, the
+/// answer is the one for a request that does not exist.
 #[utoipa::path(get, path = "/api/requests/{id}", tag = "requests",
     params(("id" = i64, Path, description = "The request's id")),
-    responses((status = 200, description = "OK", body = RequestRecord), (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
-pub(crate) async fn request(State(s): State<AppState>, Id(id): Id) -> Answer<RequestRecord> {
-    Ok(Json(s.client.status(id).await?))
+    security(("hold_token" = [])),
+    responses((status = 200, description = "OK", body = RequestRecord), (status = 404, description = "not_found: no such request, or not with this token", body = crate::error::ErrorBody)))]
+pub(crate) async fn request(State(s): State<AppState>, holder: Holder, Id(id): Id) -> Answer<RequestRecord> {
+    Ok(Json(holder.status(&s.client, id).await?))
 }
 
 /// Every event, with its sales window and seat counts.

@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 use crate::error::{ApiError, Id};
+use crate::holder::Holder;
+use axum::http::StatusCode;
 
 /// The announcements heard, for every page following one.
 #[derive(Clone)]
@@ -74,18 +76,30 @@ async fn listen(db: Db, heard: broadcast::Sender<i64>) {
     }
 }
 
-/// Follow a hold: Server-Sent Events.
+/// Follow a hold: Server-Sent Events (the hold's token as `Authorization:
+/// Bearer TOKEN`).
 ///
 /// Event `lapsed` (`{"booking": id}`) once the sweeper announces that the
 /// hold lapsed, and the stream ends; keep-alive comments meanwhile. A hint:
-/// the hold lapses at its `held_until` whether or not this comes.
+/// the hold lapses at its `held_until` whether or not this comes. A booking
+/// that does not answer to the token is a 404, as one that does not exist.
 #[utoipa::path(get, path = "/api/holds/{booking}/lapsed", tag = "requests", operation_id = "hold_lapsed_events",
     params(("booking" = i64, Path, description = "The hold's booking id")),
-    responses((status = 200, description = "text/event-stream: event lapsed", content_type = "text/event-stream")))]
+    security(("hold_token" = [])),
+    responses((status = 200, description = "text/event-stream: event lapsed", content_type = "text/event-stream"),
+        (status = 404, description = "not_found: no such booking, or not with this token", body = crate::error::ErrorBody)))]
 pub(crate) async fn events(
     State(s): State<AppState>,
+    Holder(token): Holder,
     Id(booking): Id,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let answers = match &token {
+        Some(token) => s.client.booking_answers_to(booking, token).await?,
+        None => false,
+    };
+    if !answers {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no booking {booking}")));
+    }
     let mut heard = s.lapsed.heard.subscribe();
     let stream = crate::wait::async_stream(&s.shutdown, move |tx| async move {
         loop {

@@ -29,6 +29,7 @@
 //! - `shop`, `dashboard`: the pages (templates in `templates/`, checked at
 //!   compile time; one script and one style sheet in `assets/`);
 //! - `auth`: the operator token;
+//! - `holder`: the hold token that lets a customer read their own requests;
 //! - [`error`]: the one JSON error type, seatq's error codes mapped to HTTP
 //!   statuses;
 //! - `openapi`: the generated API description;
@@ -38,6 +39,7 @@ pub mod api;
 mod auth;
 mod dashboard;
 pub mod error;
+mod holder;
 mod lapsed;
 mod maps;
 mod openapi;
@@ -63,6 +65,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use holder::TOKEN_HEADER;
 pub use openapi::openapi_json;
 
 /// What `seatq serve` offers, and how.

@@ -39,6 +39,15 @@ impl Modify for OperatorToken {
             "operator_token",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        components.add_security_scheme(
+            "hold_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("The hold token a request was enqueued with (POST /api/requests answers it)"))
+                    .build(),
+            ),
+        );
     }
 }
 

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::error::{Answer, ApiError, Id, Params};
+use crate::holder::Holder;
 
 /// `?timeout=SECS`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -39,20 +40,27 @@ pub(crate) async fn outcome(s: &AppState, id: i64, secs: f64) -> Result<RequestR
     }
 }
 
-/// Wait for a request's outcome (long-poll).
+/// Wait for a request's outcome (long-poll; its hold token as
+/// `Authorization: Bearer TOKEN`).
 ///
 /// Answers as soon as the request is finished, or with the request still
 /// queued when the wait runs out: ask again.
 #[utoipa::path(get, path = "/api/requests/{id}/wait", tag = "requests",
     params(("id" = i64, Path, description = "The request's id"), Timeout),
+    security(("hold_token" = [])),
     responses((status = 200, description = "Finished, or still queued when the wait ran out", body = RequestRecord),
         (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
 pub(crate) async fn long_poll(
     State(s): State<AppState>,
+    holder: Holder,
     Id(id): Id,
     Params(t): Params<Timeout>,
 ) -> Answer<RequestRecord> {
     let secs = seconds("timeout", t.timeout.unwrap_or(f64::INFINITY))?;
+    let first = holder.status(&s.client, id).await?;
+    if first.status.is_terminal() {
+        return Ok(Json(first));
+    }
     Ok(Json(outcome(&s, id, secs).await?))
 }
 
@@ -65,7 +73,8 @@ pub(crate) fn seconds(name: &str, secs: f64) -> Result<f64, ApiError> {
     Ok(secs)
 }
 
-/// A request's outcome as Server-Sent Events.
+/// A request's outcome as Server-Sent Events (its hold token as
+/// `Authorization: Bearer TOKEN`).
 ///
 /// Event `queued` (the request, if not yet finished), then `finished` (the
 /// request once finished) and the stream ends; or `waiting` when the
@@ -73,13 +82,15 @@ pub(crate) fn seconds(name: &str, secs: f64) -> Result<f64, ApiError> {
 /// request is a 404 before the stream starts.
 #[utoipa::path(get, path = "/api/requests/{id}/events", tag = "requests", operation_id = "request_events",
     params(("id" = i64, Path, description = "The request's id")),
+    security(("hold_token" = [])),
     responses((status = 200, description = "text/event-stream: events queued, finished or waiting, each a request", content_type = "text/event-stream", body = RequestRecord),
         (status = 404, description = "not_found", body = crate::error::ErrorBody)))]
 pub(crate) async fn events(
     State(s): State<AppState>,
+    holder: Holder,
     Id(id): Id,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let first = s.client.status(id).await?;
+    let first = holder.status(&s.client, id).await?;
     let most = s.settings.max_wait();
     let stream = async_stream(&s.shutdown.clone(), move |tx| async move {
         if first.status.is_terminal() {

@@ -82,6 +82,7 @@ pub async fn allocate(
                     Grant {
                         request_id: w.request_id,
                         producer: w.producer,
+                        token_hash: w.token_hash,
                         request: w.request,
                         hold_secs: w.hold_secs,
                         seats: mine,

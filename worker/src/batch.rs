@@ -123,8 +123,9 @@ pub async fn run(
     let mut outcomes = Vec::with_capacity(rows.len());
     let mut decoded = Vec::with_capacity(rows.len());
     for row in &rows {
+        // Customers are compared, counted and stored in one normal form.
         match Request::decode(&row.kind, &row.payload) {
-            Ok(request) => decoded.push((row, request)),
+            Ok(request) => decoded.push((row, request.in_normal_form())),
             Err(e) => outcomes.push(Outcome::failed(row.id, e.code, e.message, retries_of(&claim, row.id))),
         }
     }
@@ -263,7 +264,9 @@ async fn alone(
     let mut savepoint = tx.begin().await?;
     // A panic while processing one request fails that request (counted as an
     // attempt), not the worker or the rest of the batch.
-    let result = caught(manage::process(&mut savepoint, row.id, &row.producer, request, strategy)).await;
+    let result =
+        caught(manage::process(&mut savepoint, row.id, &row.producer, row.token_hash.as_deref(), request, strategy))
+            .await;
     // Every ending but Done gives the request's seat changes back. If even
     // that fails, the connection is gone: the whole batch rolls back and its
     // requests return to the queue untouched.
@@ -289,8 +292,10 @@ async fn take_all(
     outcomes: &mut Vec<Outcome>,
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
-    let wanted: Vec<Wanted> =
-        takers.iter().filter_map(|(row, request)| Wanted::of(row.id, &row.producer, request)).collect();
+    let wanted: Vec<Wanted> = takers
+        .iter()
+        .filter_map(|(row, request)| Wanted::of(row.id, &row.producer, row.token_hash.as_deref(), request))
+        .collect();
     let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Outcome>, report: &mut Report| {
         for ((row, _), decision) in takers.iter().copied().zip(decisions) {
             outcomes.extend(outcome_of(row, Ok(decision), claim, retries_of(claim, row.id), report));
@@ -397,7 +402,15 @@ mod tests {
     use super::*;
 
     fn claimed(attempts: i32) -> Claimed {
-        Claimed { id: 9, producer: "shop".into(), kind: "hold".into(), payload: Value::Null, attempts, max_attempts: 3 }
+        Claimed {
+            id: 9,
+            producer: "shop".into(),
+            kind: "hold".into(),
+            payload: Value::Null,
+            token_hash: None,
+            attempts,
+            max_attempts: 3,
+        }
     }
 
     fn booking() -> BookingResult {

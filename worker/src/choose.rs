@@ -35,19 +35,27 @@ pub struct Wanted<'a> {
     /// The login that enqueued the request: customers are its customers, so
     /// an event's per-customer limit counts a customer's seats per producer.
     pub producer: &'a str,
+    /// The SHA-256 of the request's hold token, if it carried one: its
+    /// booking answers to that token.
+    pub token_hash: Option<&'a [u8]>,
     pub request: &'a SeatRequest,
     pub hold_secs: Option<u32>,
 }
 
 impl<'a> Wanted<'a> {
     /// The request as seats to take, if it takes seats: a hold or a book.
-    pub fn of(request_id: i64, producer: &'a str, request: &'a Request) -> Option<Wanted<'a>> {
+    pub fn of(
+        request_id: i64,
+        producer: &'a str,
+        token_hash: Option<&'a [u8]>,
+        request: &'a Request,
+    ) -> Option<Wanted<'a>> {
         let (r, hold_secs) = match request {
             Request::Hold(r) => (r, Some(r.hold_secs())),
             Request::Book(r) => (r, None),
             Request::Confirm(_) | Request::Cancel(_) | Request::Extend(_) => return None,
         };
-        Some(Wanted { request_id, producer, request: r, hold_secs })
+        Some(Wanted { request_id, producer, token_hash, request: r, hold_secs })
     }
 
     /// How it asks for its seats.
@@ -718,7 +726,13 @@ mod tests {
         requests
             .iter()
             .enumerate()
-            .map(|(i, r)| Wanted { request_id: i as i64 + 1, producer: "shop", request: r, hold_secs: None })
+            .map(|(i, r)| Wanted {
+                request_id: i as i64 + 1,
+                producer: "shop",
+                token_hash: None,
+                request: r,
+                hold_secs: None,
+            })
             .collect()
     }
 
@@ -727,14 +741,16 @@ mod tests {
         let r = SeatRequest::new(EVENT, 2, 3, "ann");
         let hold = Request::Hold(r.clone());
         let book = Request::Book(r.clone());
-        let confirm = Request::Confirm(BookingRef { booking: 1, customer: "ann".into() });
-        let held = Wanted::of(1, "shop", &hold).expect("a hold takes seats");
+        let confirm = Request::Confirm(BookingRef { booking: 1, customer: "ann".into(), token: None });
+        let held = Wanted::of(1, "shop", None, &hold).expect("a hold takes seats");
         assert_eq!(held.hold_secs, Some(r.hold_secs()));
         assert_eq!((held.request_id, held.producer, held.class()), (1, "shop", 2));
-        assert_eq!(Wanted::of(1, "shop", &book).expect("a book takes seats").hold_secs, None);
-        assert!(Wanted::of(1, "shop", &confirm).is_none());
+        assert_eq!(Wanted::of(1, "shop", None, &book).expect("a book takes seats").hold_secs, None);
+        assert!(Wanted::of(1, "shop", None, &confirm).is_none());
 
-        let how = |r: &SeatRequest| Wanted { request_id: 1, producer: "shop", request: r, hold_secs: None }.how();
+        let how = |r: &SeatRequest| {
+            Wanted { request_id: 1, producer: "shop", token_hash: None, request: r, hold_secs: None }.how()
+        };
         assert_eq!(how(&r), How::Cheapest);
         assert_eq!(how(&together_of(2, "ann")), How::Together);
         assert_eq!(how(&SeatRequest::named(EVENT, vec![4, 5], "ann")), How::Named);

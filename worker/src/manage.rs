@@ -1,5 +1,7 @@
 //! Managing a booking, one request at a time under its own savepoint:
-//! owner-checked confirm, cancel and extend ([`process`]). A batch runs
+//! owner-checked confirm, cancel and extend ([`process`]). The owner is who
+//! holds the booking's hold token, or for a booking made without one, its
+//! customer (in normal form); anyone else finds no such booking. A batch runs
 //! these before its holds and bookings, so that those find the seats a
 //! cancel gave back. Holds and bookings are allocated a batch at a time by
 //! [`crate::allocate`], and come here only when a batch falls back to one
@@ -12,6 +14,7 @@ use seatq_core::limits::MAX_HOLD_SECONDS;
 use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatState};
 use seatq_core::request::{BookingRef, HoldExtension, Request};
 use seatq_core::sqlstate::is_lock_unavailable;
+use seatq_core::{customer, token};
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
@@ -20,11 +23,13 @@ use crate::choose::Wanted;
 use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
 
-/// Process one decoded request. `request_id` is recorded on a new booking.
+/// Process one decoded request. `request_id` is recorded on a new booking;
+/// `token_hash` is the hash of the hold token the request carried.
 pub async fn process(
     conn: &mut PgConnection,
     request_id: i64,
     producer: &str,
+    token_hash: Option<&[u8]>,
     request: &Request,
     strategy: Strategy,
 ) -> Result<Decision, ProcessError> {
@@ -38,45 +43,60 @@ pub async fn process(
         }
         None => {}
     }
-    if let Some(wanted) = Wanted::of(request_id, producer, request) {
+    if let Some(wanted) = Wanted::of(request_id, producer, token_hash, request) {
         let mut decisions = allocate::allocate(conn, &[wanted], strategy).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {
         Request::Hold(_) | Request::Book(_) => Err(ProcessError::Internal("a hold or book took no seats".into())),
-        Request::Confirm(r) => confirm(conn, request_id, r).await,
-        Request::Cancel(r) => cancel(conn, request_id, r).await,
-        Request::Extend(r) => extend(conn, request_id, r).await,
+        Request::Confirm(r) => confirm(conn, Asking { request_id, token_hash }, r).await,
+        Request::Cancel(r) => cancel(conn, Asking { request_id, token_hash }, r).await,
+        Request::Extend(r) => extend(conn, Asking { request_id, token_hash }, r).await,
     }
 }
 
-/// Lock booking `id` for request `request_id` and check that it is
-/// `customer`'s. A booking another producer's request made is not found
-/// ([`bookings::LOCK_BOOKING`]). `Err(decision)` ends the request.
+/// The request asking to change a booking.
+#[derive(Debug, Clone, Copy)]
+struct Asking<'a> {
+    request_id: i64,
+    /// The hash of the hold token it carried.
+    token_hash: Option<&'a [u8]>,
+}
+
+/// Lock booking `id` for the request asking and check that it is the
+/// asker's ([`owned`]). A booking another producer's request made is not
+/// found ([`bookings::LOCK_BOOKING`]). `Err(decision)` ends the request.
 async fn lock_owned(
     conn: &mut PgConnection,
-    request_id: i64,
+    asking: Asking<'_>,
     id: i64,
     customer: &str,
 ) -> Result<Result<Booking, Decision>, ProcessError> {
-    let locked = bookings::LockBooking { booking: id, request: request_id }.query();
+    let locked = bookings::LockBooking { booking: id, request: asking.request_id }.query();
     let row = match locked.fetch_optional(&mut *conn).await {
         Ok(row) => row,
         Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
         Err(e) => return Err(e.into()),
     };
-    Ok(owned(row, id, customer))
+    Ok(owned(row, id, customer, asking.token_hash))
 }
 
-/// Whether `customer` may change booking `id`, as locked (`None`: not
-/// found): it is theirs, and not a lapsed hold. `Err(decision)` ends the
-/// request.
-fn owned(row: Option<Booking>, id: i64, customer: &str) -> Result<Booking, Decision> {
+/// Whether the asker, naming `customer` and carrying a token hashed to
+/// `token_hash`, may change booking `id`, as locked (`None`: not found): it
+/// answers to that token ([`seatq_core::token::answers`]) and is that
+/// customer's, and it is not a lapsed hold. `Err(decision)` ends the
+/// request. A booking that is not the asker's is answered exactly as one
+/// that does not exist, so that a stranger learns nothing from guessing ids.
+fn owned(row: Option<Booking>, id: i64, customer: &str, token_hash: Option<&[u8]>) -> Result<Booking, Decision> {
+    let not_found = || Decision::Reject(ErrorCode::BookingNotFound, format!("booking {id} does not exist"));
     let Some(booking) = row else {
-        return Err(Decision::Reject(ErrorCode::BookingNotFound, format!("booking {id} does not exist")));
+        return Err(not_found());
     };
-    if booking.customer != customer {
-        return Err(Decision::Reject(ErrorCode::NotYourHold, format!("booking {id} belongs to another customer")));
+    // Both checks always run: how long a refusal takes says nothing of which failed.
+    let answers = token::answers(booking.token_hash.as_deref(), token_hash);
+    let theirs = customer::same(&booking.customer, customer);
+    if !(answers & theirs) {
+        return Err(not_found());
     }
     if booking.state == BookingState::Expired || booking.lapsed {
         let when = booking.held_until.map(|t| format!(" at {}", t.to_rfc3339())).unwrap_or_default();
@@ -97,8 +117,8 @@ async fn lock_seats_of(conn: &mut PgConnection, b: &Booking, state: SeatState) -
     }
 }
 
-async fn confirm(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, request_id, r.booking, &r.customer).await? {
+async fn confirm(conn: &mut PgConnection, asking: Asking<'_>, r: &BookingRef) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, asking, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -137,8 +157,8 @@ fn cancelled(b: &Booking) -> Decision {
     Decision::Reject(ErrorCode::BookingCancelled, format!("booking {} was cancelled", b.id))
 }
 
-async fn cancel(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, request_id, r.booking, &r.customer).await? {
+async fn cancel(conn: &mut PgConnection, asking: Asking<'_>, r: &BookingRef) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, asking, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -158,8 +178,8 @@ async fn cancel(conn: &mut PgConnection, request_id: i64, r: &BookingRef) -> Res
 
 /// Lengthen a live hold (the rule is in [`bookings::EXTEND`]). The same owner
 /// and expiry checks as confirm; a booked booking has no hold to lengthen.
-async fn extend(conn: &mut PgConnection, request_id: i64, r: &HoldExtension) -> Result<Decision, ProcessError> {
-    let b = match lock_owned(conn, request_id, r.booking, &r.customer).await? {
+async fn extend(conn: &mut PgConnection, asking: Asking<'_>, r: &HoldExtension) -> Result<Decision, ProcessError> {
+    let b = match lock_owned(conn, asking, r.booking, &r.customer).await? {
         Ok(b) => b,
         Err(decision) => return Ok(decision),
     };
@@ -221,6 +241,7 @@ mod tests {
             total_cents: 2000,
             held_until: chrono::DateTime::from_timestamp(1_800_000_000, 0),
             lapsed,
+            token_hash: None,
         }
     }
 
@@ -232,17 +253,41 @@ mod tests {
     }
 
     #[test]
-    fn only_the_customer_changes_a_live_booking() {
-        let (code, message) = refusal(owned(None, 41, "ann").expect_err("not found"));
+    fn only_the_customer_changes_a_booking_made_without_a_token() {
+        let (code, message) = refusal(owned(None, 41, "ann", None).expect_err("not found"));
         assert_eq!((code, message.as_str()), (ErrorCode::BookingNotFound, "booking 41 does not exist"));
-        let (code, message) = refusal(owned(Some(booking(BookingState::Held, false)), 41, "bob").expect_err("not his"));
-        assert_eq!((code, message.as_str()), (ErrorCode::NotYourHold, "booking 41 belongs to another customer"));
-        // Another customer hears that it is not theirs before that it lapsed.
-        let lapsed = owned(Some(booking(BookingState::Held, true)), 41, "bob").expect_err("not his");
-        assert_eq!(refusal(lapsed).0, ErrorCode::NotYourHold);
+        // Another customer hears what a stranger to every booking hears,
+        // before that it lapsed.
+        for lapsed in [false, true] {
+            let other =
+                refusal(owned(Some(booking(BookingState::Held, lapsed)), 41, "bob", None).expect_err("not his"));
+            assert_eq!((other.0, other.1.as_str()), (code, message.as_str()));
+        }
         for state in [BookingState::Held, BookingState::Booked, BookingState::Cancelled] {
-            let b = owned(Some(booking(state, false)), 41, "ann").expect("hers");
+            let b = owned(Some(booking(state, false)), 41, "ann", None).expect("hers");
             assert_eq!(b.state, state);
+            // Her name in any case or width is her name.
+            assert!(owned(Some(booking(state, false)), 41, " ANN ", None).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_booking_made_with_a_token_answers_to_that_token_alone() {
+        let token = seatq_core::HoldToken::new().expect("randomness").hash();
+        let other = seatq_core::HoldToken::new().expect("randomness").hash();
+        let made = || Booking { token_hash: Some(token.as_bytes().to_vec()), ..booking(BookingState::Held, false) };
+        assert!(owned(Some(made()), 41, "ann", Some(token.as_bytes())).is_ok());
+        let missing = refusal(owned(Some(made()), 41, "ann", None).expect_err("no token"));
+        let wrong = refusal(owned(Some(made()), 41, "ann", Some(other.as_bytes())).expect_err("wrong token"));
+        let nameless = refusal(owned(Some(made()), 41, "bob", Some(token.as_bytes())).expect_err("another name"));
+        let absent = refusal(owned(None, 41, "ann", Some(token.as_bytes())).expect_err("none"));
+        // A token on a booking made without one proves nothing.
+        let untokened = refusal(
+            owned(Some(booking(BookingState::Held, false)), 41, "ann", Some(token.as_bytes()))
+                .expect_err("no token kept"),
+        );
+        for refused in [missing, wrong, nameless, untokened] {
+            assert_eq!(refused, absent);
         }
     }
 
@@ -251,7 +296,7 @@ mod tests {
         for (state, lapsed) in
             [(BookingState::Held, true), (BookingState::Expired, false), (BookingState::Expired, true)]
         {
-            let (code, message) = refusal(owned(Some(booking(state, lapsed)), 41, "ann").expect_err("lapsed"));
+            let (code, message) = refusal(owned(Some(booking(state, lapsed)), 41, "ann", None).expect_err("lapsed"));
             assert_eq!(code, ErrorCode::HoldExpired);
             assert_eq!(message, "the hold on booking 41 lapsed at 2027-01-15T08:00:00+00:00");
         }

@@ -20,6 +20,8 @@ pub struct Grant<'a> {
     pub request_id: i64,
     /// The request's producer, as claimed: the booking is its.
     pub producer: &'a str,
+    /// The hash of the request's hold token: the booking answers to it.
+    pub token_hash: Option<&'a [u8]>,
     pub request: &'a SeatRequest,
     /// Hold for this long; `None` books.
     pub hold_secs: Option<u32>,
@@ -54,6 +56,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
     let hold_secs: Vec<Option<i32>> = grants.iter().map(|g| g.hold_secs.map(|s| s as i32)).collect();
     let producers: Vec<&str> = grants.iter().map(|g| g.producer).collect();
     let limited: Vec<bool> = grants.iter().map(|g| g.limited).collect();
+    let token_hashes: Vec<Option<&[u8]>> = grants.iter().map(|g| g.token_hash).collect();
     let take = allocation::TakeSeats {
         requests: &requests,
         events: &events,
@@ -66,6 +69,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         seat_numbers: &seat_numbers,
         producers: &producers,
         limited: &limited,
+        token_hashes: &token_hashes,
     };
     let rows = take.query().fetch_all(&mut *conn).await?;
     let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =

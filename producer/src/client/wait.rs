@@ -12,7 +12,8 @@ use tokio::time::Instant;
 use super::Client;
 use crate::Error;
 use crate::outcome::RequestRecord;
-use crate::sql::queue::GetRequest;
+use crate::sql::queue::{BookingTokenHash, GetRequest, GetRequestHeld};
+use crate::token::HoldToken;
 use crate::waiters::{Finished, Waiter};
 
 /// Waiting for outcomes.
@@ -21,6 +22,25 @@ impl Client {
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
         let record = GetRequest { id }.query().fetch_optional(&self.db).await?;
         record.ok_or(Error::NotFound(id))
+    }
+
+    /// The request as it stands now, for the holder of the hold token it
+    /// carried: [`Error::NotFound`] unless it carried `token` (compared in
+    /// constant time), exactly as for a request that does not exist. What
+    /// `seatq serve` answers a stranger asking for a request.
+    pub async fn status_for(&self, id: i64, token: &HoldToken) -> Result<RequestRecord, Error> {
+        let row = GetRequestHeld { id }.query().fetch_optional(&self.db).await?;
+        match row {
+            Some(held) if token.hash().matches(held.token_hash.as_deref()) => Ok(held.record),
+            _ => Err(Error::NotFound(id)),
+        }
+    }
+
+    /// Whether `booking` exists and answers to `token` (it was made by a
+    /// request carrying it), compared in constant time.
+    pub async fn booking_answers_to(&self, booking: i64, token: &HoldToken) -> Result<bool, Error> {
+        let stored = BookingTokenHash { booking }.query().fetch_optional(&self.db).await?;
+        Ok(token.hash().matches(stored.flatten().as_deref()))
     }
 
     /// Wait until the request is finished; `None` waits for ever (else

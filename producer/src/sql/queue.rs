@@ -91,6 +91,8 @@ impl<'a> EnqueueMany<'a> {
 /// an idempotency key for another kind or payload: the key's first use is
 /// the stored request of this producer (keys are per producer) if there is
 /// one, else the batch's first line with it.
+/// A stored request is compared as stored: its payload without the token,
+/// the token by its hash (migrations/0009_hold_tokens.sql).
 /// Returns each conflicting line's position (from 1), its key and the id of
 /// the stored request it conflicts with (NULL for a line of the batch)
 /// ([`KeyConflict`]).
@@ -112,7 +114,8 @@ SELECT b.ord AS position, b.key, stored.id AS first_id,
 FROM b
 LEFT JOIN seatq.requests stored ON stored.producer = current_user AND stored.idempotency_key = b.key
 WHERE CASE WHEN stored.id IS NOT NULL
-           THEN (stored.kind, stored.payload) IS DISTINCT FROM (b.kind, b.payload)
+           THEN (stored.kind, stored.payload, stored.token_hash)
+                IS DISTINCT FROM (b.kind, seatq.without_token(b.payload), seatq.token_hash(b.payload ->> 'token'))
            ELSE (b.first_kind, b.first_payload) IS DISTINCT FROM (b.kind, b.payload) END
 ORDER BY b.ord";
 
@@ -167,6 +170,48 @@ pub(crate) struct GetRequest {
 impl GetRequest {
     pub(crate) fn query(&self) -> Rows<'static, RequestRecord> {
         sqlx::query_as(GET_REQUEST).bind(self.id)
+    }
+}
+
+/// One request by id with the hash of the hold token it carried
+/// ([`GetRequestHeld`]), to be read only by whoever holds that token.
+pub(crate) const GET_REQUEST_HELD: &str =
+    concat!("SELECT ", request_columns!(), ", token_hash FROM seatq.requests WHERE id = $1");
+
+/// The parameters of [`GET_REQUEST_HELD`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GetRequestHeld {
+    pub(crate) id: i64,
+}
+
+impl GetRequestHeld {
+    pub(crate) fn query(&self) -> Rows<'static, HeldRequest> {
+        sqlx::query_as(GET_REQUEST_HELD).bind(self.id)
+    }
+}
+
+/// A row of [`GET_REQUEST_HELD`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct HeldRequest {
+    #[sqlx(flatten)]
+    pub(crate) record: RequestRecord,
+    pub(crate) token_hash: Option<Vec<u8>>,
+}
+
+/// The hash of the hold token booking $1 answers to ([`BookingTokenHash`]):
+/// no row when there is no such booking (or it is another producer's), a
+/// NULL when it was made without a token.
+pub(crate) const BOOKING_TOKEN_HASH: &str = "SELECT token_hash FROM seatq.bookings WHERE id = $1";
+
+/// The parameters of [`BOOKING_TOKEN_HASH`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BookingTokenHash {
+    pub(crate) booking: i64,
+}
+
+impl BookingTokenHash {
+    pub(crate) fn query(&self) -> Scalars<'static, Option<Vec<u8>>> {
+        sqlx::query_scalar(BOOKING_TOKEN_HASH).bind(self.booking)
     }
 }
 

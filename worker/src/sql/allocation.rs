@@ -437,19 +437,21 @@ pub struct EventSeat {
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[],
-                         $10::text[], $11::boolean[])
-        AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited)
+                         $10::text[], $11::boolean[], $12::bytea[])
+        AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited, token_hash)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
-    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited)
+    INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited,
+                                token_hash)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
                 THEN least(now() + b.hold_secs * interval '1 second',
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id,
            b.producer,
-           b.limited
+           b.limited,
+           b.token_hash
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)
@@ -492,6 +494,9 @@ pub struct TakeSeats<'a> {
     /// and whether it counts toward its event's per-customer limit (the
     /// event has one; only those are in `bookings_by_customer`).
     pub limited: &'a [bool],
+    /// and the hash of its request's hold token (none: the booking answers
+    /// to its customer's name).
+    pub token_hashes: &'a [Option<&'a [u8]>],
 }
 
 impl<'a> TakeSeats<'a> {
@@ -508,6 +513,7 @@ impl<'a> TakeSeats<'a> {
             .bind(self.seat_numbers)
             .bind(self.producers)
             .bind(self.limited)
+            .bind(self.token_hashes)
     }
 }
 

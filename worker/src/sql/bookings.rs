@@ -19,7 +19,7 @@ use super::{Effect, Rows};
 pub const LOCK_BOOKING: &str = "
 WITH asking AS (SELECT producer FROM seatq.requests WHERE id = $2)
 SELECT b.id, b.event_id, b.customer, b.state, b.seats, b.total_cents, b.held_until,
-       seatq.is_lapsed(b.state, b.held_until) AS lapsed
+       seatq.is_lapsed(b.state, b.held_until) AS lapsed, b.token_hash
 FROM seatq.bookings b, asking
 WHERE b.id = $1
   AND (b.producer = asking.producer OR seatq.sees_every_producer(asking.producer))
@@ -53,6 +53,9 @@ pub struct Booking {
     pub held_until: Option<DateTime<Utc>>,
     /// A hold whose time is up (`seatq.is_lapsed`), swept or not.
     pub lapsed: bool,
+    /// The SHA-256 of the hold token it answers to (none: it answers to its
+    /// customer's name).
+    pub token_hash: Option<Vec<u8>>,
 }
 
 /// Lock the seats a booking lists ([`LockBookingSeats`]), failing at once

@@ -15,7 +15,7 @@ use crate::record::Outcome;
 /// The row locks are the claim: they last until the batch commits, and vanish
 /// with the connection if the worker dies.
 pub const CLAIM_BATCH: &str = "
-SELECT id, producer, kind, payload, attempts, max_attempts
+SELECT id, producer, kind, payload, token_hash, attempts, max_attempts
 FROM seatq.requests
 WHERE status = 'queued' AND run_at <= now()
 ORDER BY priority DESC, run_at, id
@@ -43,6 +43,9 @@ pub struct Claimed {
     pub producer: String,
     pub kind: String,
     pub payload: Value,
+    /// The SHA-256 of the hold token it carried, if any (the token itself
+    /// is never stored: migrations/0009_hold_tokens.sql).
+    pub token_hash: Option<Vec<u8>>,
     /// Failed attempts so far.
     pub attempts: i32,
     pub max_attempts: i32,
@@ -54,7 +57,7 @@ pub const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 /// Claim these requests again ([`ClaimByIds`]: a contention retry), if still
 /// queued and free.
 pub const CLAIM_BY_IDS: &str = "
-SELECT id, producer, kind, payload, attempts, max_attempts
+SELECT id, producer, kind, payload, token_hash, attempts, max_attempts
 FROM seatq.requests
 WHERE id = ANY($1) AND status = 'queued'
 ORDER BY priority DESC, run_at, id

@@ -59,7 +59,9 @@ pub async fn produce(
             let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
             let listener = tokio::net::TcpListener::bind(loopback).await.context("binding the server")?;
             let base = format!("http://{}", listener.local_addr()?);
-            let settings = seatq_server::Settings { shop: false, dashboard: false, ..Default::default() };
+            // Many producers from one address, as the benchmark means: no abuse limits.
+            let limits = seatq_server::Limits::off();
+            let settings = seatq_server::Settings { shop: false, dashboard: false, limits, ..Default::default() };
             let router = seatq_server::router(client.clone(), settings, shutdown.clone())?;
             tokio::spawn(seatq_server::serve(
                 listener,

@@ -7,6 +7,11 @@
 //!
 //! Reading is open unless reads are protected; acting (retry) always needs
 //! the operator token, which the sign-in form puts in an HttpOnly cookie.
+//! With reads open, customers' names (in dead requests' payloads and
+//! errors) are shown to a signed-in operator only: anyone may read the
+//! figures, not who is booking.
+
+use std::net::IpAddr;
 
 use askama::Template;
 use axum::Router;
@@ -20,7 +25,8 @@ use strum::VariantArray as _;
 
 use crate::AppState;
 use crate::api::{BUCKET_SECS, Bucket};
-use crate::auth::{self, Access};
+use crate::auth::{self, Access, Refusal, Verdict};
+use crate::limits::ClientIp;
 use crate::maps::{self, ClassRow, Drawing, EventSeats};
 use crate::pages::{Nav, Page, PageError, render, when};
 
@@ -48,9 +54,9 @@ struct Viewer {
 }
 
 impl Viewer {
-    fn of(s: &AppState, headers: &HeaderMap) -> Viewer {
+    fn of(s: &AppState, headers: &HeaderMap, client: IpAddr) -> Viewer {
         Viewer {
-            signed_in: auth::signed_in(s, headers),
+            signed_in: auth::signed_in(s, headers, client),
             token_set: s.settings.operator_token.is_some(),
             protect_reads: s.settings.protect_reads,
         }
@@ -66,14 +72,34 @@ struct SignInPage {
     protect_reads: bool,
 }
 
-/// The sign-in page (401) when reading is not allowed; none when it is.
-fn denied(s: &AppState, headers: &HeaderMap) -> Option<Page> {
-    if auth::check(s, headers, Access::Read).is_ok() {
-        return None;
+/// The sign-in page (401, or 429 with `Retry-After` for an address slowed
+/// down after wrong tokens) when reading is not allowed; none when it is.
+fn denied(s: &AppState, headers: &HeaderMap, client: IpAddr) -> Option<Page> {
+    let refused = auth::check(s, headers, client, Access::Read).err()?;
+    let page = sign_in_page(s);
+    Some(match refused {
+        Refusal::SlowedDown(wait) => slowed_down_page(s, wait),
+        Refusal::Error(_) => render(StatusCode::UNAUTHORIZED, &page),
+    })
+}
+
+/// The sign-in page, 429 with `Retry-After`.
+fn slowed_down_page(s: &AppState, wait: std::time::Duration) -> Page {
+    let retry_after = auth::slowed_down(wait).headers().get(header::RETRY_AFTER).cloned();
+    let mut page = render(StatusCode::TOO_MANY_REQUESTS, &sign_in_page(s))?;
+    if let Some(retry_after) = retry_after {
+        page.headers_mut().insert(header::RETRY_AFTER, retry_after);
     }
-    let v = Viewer::of(s, headers);
-    let page = SignInPage { nav: Nav::of(s), signed_in: false, token_set: v.token_set, protect_reads: v.protect_reads };
-    Some(render(StatusCode::UNAUTHORIZED, &page))
+    Ok(page)
+}
+
+fn sign_in_page(s: &AppState) -> SignInPage {
+    SignInPage {
+        nav: Nav::of(s),
+        signed_in: false,
+        token_set: s.settings.operator_token.is_some(),
+        protect_reads: s.settings.protect_reads,
+    }
 }
 
 #[derive(Template)]
@@ -99,8 +125,9 @@ struct DashboardLive {
     events: Vec<EventSeats>,
 }
 
-/// Everything the dashboard shows, read at once.
-async fn figures(s: &AppState) -> Result<DashboardLive, PageError> {
+/// Everything the dashboard shows, read at once; customers' names only to
+/// a signed-in operator (`show_customers`).
+async fn figures(s: &AppState, show_customers: bool) -> Result<DashboardLive, PageError> {
     let (stats, workers, buckets, dead, events) = tokio::try_join!(
         s.client.stats(),
         s.client.workers(),
@@ -115,18 +142,18 @@ async fn figures(s: &AppState) -> Result<DashboardLive, PageError> {
         seats: stats.seats.into_iter().collect(),
         chart: Chart::of(&buckets),
         workers: workers.iter().map(WorkerRow::of).collect(),
-        dead: dead.iter().map(DeadRow::of).collect(),
+        dead: dead.iter().map(|d| DeadRow::of(d, show_customers)).collect(),
         dead_total: count(Status::Dead),
         events,
     })
 }
 
-async fn page(State(s): State<AppState>, headers: HeaderMap) -> Page {
-    if let Some(page) = denied(&s, &headers) {
+async fn page(State(s): State<AppState>, ClientIp(client): ClientIp, headers: HeaderMap) -> Page {
+    if let Some(page) = denied(&s, &headers, client) {
         return page;
     }
-    let live = figures(&s).await?;
-    let v = Viewer::of(&s, &headers);
+    let v = Viewer::of(&s, &headers, client);
+    let live = figures(&s, v.signed_in).await?;
     let page = DashboardPage {
         nav: Nav::of(&s),
         signed_in: v.signed_in,
@@ -137,11 +164,12 @@ async fn page(State(s): State<AppState>, headers: HeaderMap) -> Page {
     render(StatusCode::OK, &page)
 }
 
-async fn live(State(s): State<AppState>, headers: HeaderMap) -> Page {
-    if let Some(page) = denied(&s, &headers) {
+async fn live(State(s): State<AppState>, ClientIp(client): ClientIp, headers: HeaderMap) -> Page {
+    if let Some(page) = denied(&s, &headers, client) {
         return page;
     }
-    render(StatusCode::OK, &figures(&s).await?)
+    let signed_in = auth::signed_in(&s, &headers, client);
+    render(StatusCode::OK, &figures(&s, signed_in).await?)
 }
 
 /// A worker as the table shows it.
@@ -177,20 +205,33 @@ struct DeadRow {
     finished: String,
 }
 
+/// What stands for a customer's name the viewer may not see.
+const MASKED: &str = "(customer hidden: sign in to see it)";
+
 impl DeadRow {
-    fn of(d: &seatq::RequestRecord) -> DeadRow {
-        let mut payload = d.payload.to_string();
+    fn of(d: &seatq::RequestRecord, show_customers: bool) -> DeadRow {
+        let mut payload = d.payload.clone();
+        let customer = payload.get("customer").and_then(|c| c.as_str()).map(str::to_string);
+        let mut error =
+            format!("{}: {}", d.error_code.as_deref().unwrap_or("?"), d.error_message.as_deref().unwrap_or(""));
+        if !show_customers {
+            if let Some(fields) = payload.as_object_mut() {
+                for (name, value) in fields.iter_mut() {
+                    if name == "customer" || name == "token" {
+                        *value = serde_json::Value::from(MASKED);
+                    }
+                }
+            }
+            // An error may quote the name (a validation message).
+            if let Some(name) = customer.filter(|c| !c.trim().is_empty()) {
+                error = error.replace(&name, MASKED);
+            }
+        }
+        let mut payload = payload.to_string();
         if payload.chars().count() > 120 {
             payload = payload.chars().take(119).chain(['…']).collect();
         }
-        DeadRow {
-            id: d.id,
-            kind: d.kind.clone(),
-            payload,
-            attempts: d.attempts,
-            error: format!("{}: {}", d.error_code.as_deref().unwrap_or("?"), d.error_message.as_deref().unwrap_or("")),
-            finished: when(d.finished_at),
-        }
+        DeadRow { id: d.id, kind: d.kind.clone(), payload, attempts: d.attempts, error, finished: when(d.finished_at) }
     }
 }
 
@@ -316,8 +357,13 @@ struct EventLive {
     drawing: Drawing,
 }
 
-async fn event_page(State(s): State<AppState>, Path(id): Path<i64>, headers: HeaderMap) -> Page {
-    if let Some(page) = denied(&s, &headers) {
+async fn event_page(
+    State(s): State<AppState>,
+    ClientIp(client): ClientIp,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+) -> Page {
+    if let Some(page) = denied(&s, &headers, client) {
         return page;
     }
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
@@ -332,8 +378,13 @@ async fn event_page(State(s): State<AppState>, Path(id): Path<i64>, headers: Hea
     render(StatusCode::OK, &page)
 }
 
-async fn event_live(State(s): State<AppState>, Path(id): Path<i64>, headers: HeaderMap) -> Page {
-    if let Some(page) = denied(&s, &headers) {
+async fn event_live(
+    State(s): State<AppState>,
+    ClientIp(client): ClientIp,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+) -> Page {
+    if let Some(page) = denied(&s, &headers, client) {
         return page;
     }
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
@@ -346,22 +397,23 @@ struct SignIn {
 }
 
 /// Sign in: the right token goes into the cookie; back to the dashboard.
-async fn login(State(s): State<AppState>, Form(form): Form<SignIn>) -> Response {
-    if !auth::is_operator_token(&s, form.token.trim()) {
-        let page = SignInPage {
-            nav: Nav::of(&s),
-            signed_in: false,
-            token_set: s.settings.operator_token.is_some(),
-            protect_reads: s.settings.protect_reads,
-        };
-        return render(StatusCode::FORBIDDEN, &page).unwrap_or_else(IntoResponse::into_response);
-    }
-    let cookie = format!("{}={}; HttpOnly; SameSite=Strict; Path=/", auth::COOKIE, form.token.trim());
-    ([(header::SET_COOKIE, cookie)], Redirect::to("/dashboard")).into_response()
+/// A wrong one shows the form again (403); too many wrong ones from one
+/// address slow it down (429, `Retry-After`), the right one not compared
+/// meanwhile.
+async fn login(State(s): State<AppState>, ClientIp(client): ClientIp, Form(form): Form<SignIn>) -> Response {
+    let token = form.token.trim();
+    let status = match auth::verify(&s, token, client) {
+        Verdict::Right => {
+            let cookie = auth::cookie(&s, Some(token));
+            return ([(header::SET_COOKIE, cookie)], Redirect::to("/dashboard")).into_response();
+        }
+        Verdict::Wrong => StatusCode::FORBIDDEN,
+        Verdict::SlowedDown(wait) => return slowed_down_page(&s, wait).unwrap_or_else(IntoResponse::into_response),
+    };
+    render(status, &sign_in_page(&s)).unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Sign out: the cookie is cleared.
-async fn logout() -> Response {
-    let cookie = format!("{}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0", auth::COOKIE);
-    ([(header::SET_COOKIE, cookie)], Redirect::to("/dashboard")).into_response()
+async fn logout(State(s): State<AppState>) -> Response {
+    ([(header::SET_COOKIE, auth::cookie(&s, None))], Redirect::to("/dashboard")).into_response()
 }

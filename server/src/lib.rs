@@ -30,6 +30,10 @@
 //!   compile time; one script and one style sheet in `assets/`);
 //! - `auth`: the operator token;
 //! - `holder`: the hold token that lets a customer read their own requests;
+//! - [`limits`]: who the client is (behind trusted proxies too), and the
+//!   abuse limits per client address and per customer (`governor`);
+//! - `origin`: the Host every request names, the Origin of operator
+//!   actions, the Content-Type of the API's posts;
 //! - [`error`]: the one JSON error type, seatq's error codes mapped to HTTP
 //!   statuses;
 //! - `openapi`: the generated API description;
@@ -41,8 +45,10 @@ mod dashboard;
 pub mod error;
 mod holder;
 mod lapsed;
+pub mod limits;
 mod maps;
 mod openapi;
+mod origin;
 mod pages;
 mod shop;
 mod sql;
@@ -52,7 +58,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use seatq::Client;
@@ -66,7 +72,10 @@ use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
 pub use holder::TOKEN_HEADER;
+pub use ipnet::IpNet;
+pub use limits::{Limits, Rate};
 pub use openapi::openapi_json;
+pub use origin::BadSite;
 
 /// What `seatq serve` offers, and how.
 #[derive(Debug, Clone)]
@@ -87,6 +96,27 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// The largest request body, in bytes.
     pub body_limit: usize,
+    /// Abuse limits per client address and per customer ([`Limits`]).
+    pub limits: Limits,
+    /// Reverse proxies in front whose word on the client's address is
+    /// taken (addresses or networks). None by default: the client is the
+    /// connection's peer. Their connections are not bounded per address.
+    pub trusted_proxies: Vec<IpNet>,
+    /// The header a trusted proxy names the client in (a list of
+    /// addresses, the nearest hop last): `X-Forwarded-For` by default.
+    pub client_ip_header: HeaderName,
+    /// Clients never rate limited nor bounded in connections: the shop's
+    /// own backends, which enqueue for many customers.
+    pub rate_limit_exempt: Vec<IpNet>,
+    /// The origin customers and operators reach the server at, as
+    /// `https://tickets.example.com`: the server answers to its host, takes
+    /// operator actions from its pages, and with `https` (TLS ended by a
+    /// proxy in front) marks the operator cookie `Secure`.
+    pub public_origin: Option<String>,
+    /// Host names the server answers to besides loopback, `localhost`, the
+    /// address it is reached at and the public origin's host (`name` on any
+    /// port, or `name:port`).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for Settings {
@@ -99,6 +129,12 @@ impl Default for Settings {
             protect_reads: false,
             request_timeout: Duration::from_secs(30),
             body_limit: 64 * 1024,
+            limits: Limits::default(),
+            trusted_proxies: Vec::new(),
+            client_ip_header: HeaderName::from_static("x-forwarded-for"),
+            rate_limit_exempt: Vec::new(),
+            public_origin: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -121,6 +157,8 @@ pub enum SettingsError {
     TokenNotCookieSafe,
     #[error("everything is turned off: keep at least one of the API, the checkout page and the dashboard")]
     NothingToServe,
+    #[error(transparent)]
+    Site(#[from] BadSite),
 }
 
 impl Settings {
@@ -142,6 +180,7 @@ impl Settings {
         if !(self.api || self.shop || self.dashboard) {
             return Err(SettingsError::NothingToServe);
         }
+        origin::Site::new(self.public_origin.as_deref(), &self.allowed_hosts)?;
         Ok(())
     }
 
@@ -160,6 +199,10 @@ pub(crate) struct AppState {
     pub lapsed: lapsed::Lapsed,
     /// Cancelled when the server shuts down: event streams end then.
     pub shutdown: CancellationToken,
+    /// The abuse limits.
+    pub guard: Arc<limits::Guard>,
+    /// What the server answers to.
+    pub site: Arc<origin::Site>,
 }
 
 /// The whole application: the parts `settings` turn on, with tracing,
@@ -171,7 +214,17 @@ pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -
         true => lapsed::Lapsed::start(client.db().clone(), shutdown.clone()),
         false => lapsed::Lapsed::off(),
     };
-    let state = AppState { client, settings: Arc::new(settings.clone()), lapsed, shutdown };
+    let site = Arc::new(origin::Site::new(settings.public_origin.as_deref(), &settings.allowed_hosts)?);
+    let guard = Arc::new(limits::Guard::new(&settings));
+    guard.start_forgetting(shutdown.clone());
+    let state = AppState {
+        client,
+        settings: Arc::new(settings.clone()),
+        lapsed,
+        shutdown,
+        guard: guard.clone(),
+        site: site.clone(),
+    };
     let mut app = Router::new().route("/healthz", get(health));
     if settings.api {
         app = app.merge(api::routes()).route("/api/openapi.json", get(openapi::serve));
@@ -190,8 +243,13 @@ pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -
     }
     let mut app = app
         .fallback(error::not_found)
+        // Inside the body limit: it reads the enqueue's body, under that limit.
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), limits::enqueues))
         .layer(RequestBodyLimitLayer::new(settings.body_limit))
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout))
+        .layer(axum::middleware::from_fn_with_state(guard, limits::identify))
+        // Before anything is counted: a request for another host is no one's.
+        .layer(axum::middleware::from_fn_with_state(site, origin::check))
         // Outside the limits, so that their answers become JSON errors too.
         .layer(axum::middleware::from_fn(error::json_errors))
         .layer(CompressionLayer::new());
@@ -247,8 +305,26 @@ pub async fn connect(urls: &Urls<'_>, connections: u32, acquire_timeout: Duratio
 /// connection whose request head is not complete within `header_timeout`
 /// (a slow or idle client) is closed ([`seatq_core::http`]).
 pub async fn serve(listener: TcpListener, router: Router, header_timeout: Duration, shutdown: CancellationToken) {
+    serve_with(listener, router, &Settings::default(), header_timeout, shutdown).await;
+}
+
+/// [`serve`], with the bound of connections per client address
+/// ([`Limits::connections_per_address`]) of `settings`, which do not bind
+/// trusted proxies and exempt clients.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    settings: &Settings,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
     let connections = seatq_core::http::Connections { header_timeout, abandon_after: ABANDON_AFTER };
-    seatq_core::http::serve(listener, router, connections, shutdown).await;
+    let unbounded: Vec<IpNet> = settings.trusted_proxies.iter().chain(&settings.rate_limit_exempt).copied().collect();
+    let per_address = seatq_core::http::PerAddress {
+        max_connections: settings.limits.connections_per_address,
+        exempt: Arc::new(move |ip| unbounded.iter().any(|net| net.contains(&ip))),
+    };
+    seatq_core::http::serve_bounded(listener, router, connections, per_address, shutdown).await;
 }
 
 /// 200 when the database answers, else 503 (a JSON error).

@@ -25,8 +25,9 @@ impl Served {
         let shutdown = CancellationToken::new();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a free port");
         let base = format!("http://{}", listener.local_addr().expect("local address"));
-        let router = seatq_server::router(client, settings, shutdown.clone()).expect("settings");
-        tokio::spawn(seatq_server::serve(listener, router, seatq_core::http::DEFAULT_HEADER_TIMEOUT, shutdown.clone()));
+        let router = seatq_server::router(client, settings.clone(), shutdown.clone()).expect("settings");
+        let (timeout, stop) = (seatq_core::http::DEFAULT_HEADER_TIMEOUT, shutdown.clone());
+        tokio::spawn(async move { seatq_server::serve_with(listener, router, &settings, timeout, stop).await });
         Served { base, http: reqwest::Client::new(), shutdown }
     }
 

@@ -197,7 +197,7 @@ enum Command {
     },
     /// Serve the HTTP API, the checkout page and the operator dashboard (docs/http.md) until SIGINT or
     /// SIGTERM.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print a shell completion script, e.g. `seatq completions bash > /etc/bash_completion.d/seatq`.
     Completions {
         /// The shell to complete in.
@@ -250,6 +250,51 @@ struct ServeArgs {
           default_value_t = seatq_core::http::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(seatq_core::http::HEADER_TIMEOUT_SECS))]
     header_timeout_secs: u64,
+    /// The origin customers and operators reach the server at, behind the proxy that ends TLS
+    /// (https://tickets.example.com): the server answers to its host, takes operator actions from its
+    /// pages, and with https marks the operator cookie Secure.
+    #[arg(long, env = "SEATQ_PUBLIC_ORIGIN", value_name = "URL")]
+    public_origin: Option<String>,
+    /// More host names the server answers to (NAME on any port, or NAME:PORT), comma-separated. It always
+    /// answers to localhost, loopback addresses and the address it is reached at; any other Host is
+    /// refused (DNS rebinding).
+    #[arg(long, env = "SEATQ_ALLOWED_HOSTS", value_delimiter = ',', value_name = "HOST,...")]
+    allowed_host: Vec<String>,
+    /// Reverse proxies in front (addresses or networks, comma-separated) whose client-address header is
+    /// believed; without one, the client is the connection's peer.
+    #[arg(long, env = "SEATQ_TRUSTED_PROXIES", value_delimiter = ',', value_name = "ADDR|NET,...",
+          value_parser = seatq_server::limits::parse_net)]
+    trusted_proxy: Vec<seatq_server::IpNet>,
+    /// The header a trusted proxy names the client in (a list of addresses, the nearest hop last).
+    #[arg(long, env = "SEATQ_CLIENT_IP_HEADER", default_value = "X-Forwarded-For", value_name = "HEADER")]
+    client_ip_header: seatq_server::Header,
+    /// Clients never rate limited nor bounded in connections (addresses or networks, comma-separated):
+    /// the shop's own backends, which enqueue for many customers.
+    #[arg(long, env = "SEATQ_RATE_LIMIT_EXEMPT", value_delimiter = ',', value_name = "ADDR|NET,...",
+          value_parser = seatq_server::limits::parse_net)]
+    rate_limit_exempt: Vec<seatq_server::IpNet>,
+    /// Requests per client address, as COUNT/PERIOD (a burst of COUNT, then COUNT a PERIOD evenly: 20/s,
+    /// 60/min, 10/10min, 500/h), or off.
+    #[arg(long, env = "SEATQ_RATE_PER_ADDRESS", default_value = "50/s", value_name = "RATE")]
+    rate_per_address: seatq_server::MaybeRate,
+    /// Enqueues (POST /api/requests) per client address, or off.
+    #[arg(long, env = "SEATQ_ENQUEUES_PER_ADDRESS", default_value = "60/min", value_name = "RATE")]
+    enqueues_per_address: seatq_server::MaybeRate,
+    /// Enqueues per customer (the payload's customer, in seatq's normal form), or off.
+    #[arg(long, env = "SEATQ_ENQUEUES_PER_CUSTOMER", default_value = "20/min", value_name = "RATE")]
+    enqueues_per_customer: seatq_server::MaybeRate,
+    /// Holds and bookings (kinds hold and book) per client address and event, whatever the customer's
+    /// name, or off.
+    #[arg(long, env = "SEATQ_HOLDS_PER_EVENT", default_value = "10/10min", value_name = "RATE")]
+    holds_per_event: seatq_server::MaybeRate,
+    /// Wrong operator tokens per client address before it is slowed down (its tokens then not even
+    /// compared), or off.
+    #[arg(long, env = "SEATQ_FAILED_SIGNINS", default_value = "5/min", value_name = "RATE")]
+    failed_signins: seatq_server::MaybeRate,
+    /// Connections open at once per client address (an IPv6 client by its /64); 0 for no bound.
+    #[arg(long, env = "SEATQ_CONNECTIONS_PER_ADDRESS",
+          default_value_t = seatq_core::http::DEFAULT_CONNECTIONS_PER_ADDRESS)]
+    connections_per_address: usize,
     /// Log as JSON lines.
     #[arg(long, env = "SEATQ_LOG_JSON")]
     log_json: bool,
@@ -531,7 +576,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Man { command } => {
             print_raw(&manual(command.as_deref())?).context("writing the manual page")?;
         }
-        Command::Serve(args) => return serve(&ctx, args).await,
+        Command::Serve(args) => return serve(&ctx, *args).await,
         Command::Migrate => {
             ctx.connect().await?;
             println!("migrations applied");
@@ -817,6 +862,19 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         operator_token,
         protect_reads: args.protect_reads,
         request_timeout: Duration::from_secs(args.request_timeout_secs),
+        limits: seatq_server::Limits {
+            requests_per_address: args.rate_per_address.0,
+            enqueues_per_address: args.enqueues_per_address.0,
+            enqueues_per_customer: args.enqueues_per_customer.0,
+            holds_per_address_and_event: args.holds_per_event.0,
+            failed_signins_per_address: args.failed_signins.0,
+            connections_per_address: args.connections_per_address,
+        },
+        trusted_proxies: args.trusted_proxy.clone(),
+        client_ip_header: args.client_ip_header.clone(),
+        rate_limit_exempt: args.rate_limit_exempt.clone(),
+        public_origin: args.public_origin.clone(),
+        allowed_hosts: args.allowed_host.clone(),
         ..seatq_server::Settings::default()
     };
     settings.check().map_err(|e| Usage(e.to_string()))?;
@@ -831,7 +889,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         reads: args.read_url.as_deref(),
     };
     let client = ctx.retry.run("connecting", || seatq_server::connect(&urls, args.pool_size, ACQUIRE_TIMEOUT)).await?;
-    let router = seatq_server::router(client, settings, shutdown.clone()).map_err(|e| Usage(e.to_string()))?;
+    let router = seatq_server::router(client, settings.clone(), shutdown.clone()).map_err(|e| Usage(e.to_string()))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, api = !args.no_api, shop = !args.no_shop, dashboard = !args.no_dashboard, "seatq serve: http://{addr}/");
     let stop = shutdown.clone();
@@ -840,7 +898,8 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("shutting down");
         stop.cancel();
     });
-    seatq_server::serve(listener, router, Duration::from_secs(args.header_timeout_secs), shutdown).await;
+    let header_timeout = Duration::from_secs(args.header_timeout_secs);
+    seatq_server::serve_with(listener, router, &settings, header_timeout, shutdown).await;
     Ok(ExitCode::SUCCESS)
 }
 

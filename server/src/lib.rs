@@ -70,10 +70,11 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+pub use axum::http::HeaderName as Header;
 pub use error::ApiError;
 pub use holder::TOKEN_HEADER;
 pub use ipnet::IpNet;
-pub use limits::{Limits, Rate};
+pub use limits::{Limits, MaybeRate, Rate};
 pub use openapi::openapi_json;
 pub use origin::BadSite;
 

@@ -118,6 +118,18 @@ pub fn parse_rate(text: &str) -> Result<Option<Rate>, BadRate> {
     }
 }
 
+/// A rate or `off`, read from text as the command line gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaybeRate(pub Option<Rate>);
+
+impl FromStr for MaybeRate {
+    type Err = BadRate;
+
+    fn from_str(text: &str) -> Result<MaybeRate, BadRate> {
+        parse_rate(text).map(MaybeRate)
+    }
+}
+
 const fn rate(count: u32, secs: u64) -> Option<Rate> {
     match NonZeroU32::new(count) {
         Some(count) => Some(Rate::new(count, Duration::from_secs(secs))),

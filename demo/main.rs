@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use seatq::outcome::{booked_places, money};
 use seatq::venue::NewEvent;
-use seatq::{BookingRef, Client, HoldExtension, NewRequest, Request, SeatRequest, Status};
+use seatq::{BookingRef, Client, HoldExtension, HoldToken, NewRequest, Request, SeatRequest, Status};
 use seatq_worker::{Config, Worker};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -87,7 +87,7 @@ async fn run() -> anyhow::Result<bool> {
 
     // Phase 1: the rush.
     let mut rng = fastrand::Rng::with_seed(2026);
-    let batch = rush(&mut rng, &events);
+    let batch = rush(&mut rng, &events)?;
     let started = Instant::now();
     let mut all_ids = enqueue(&client, &batch).await?;
     client.wait_all(&all_ids, Some(Duration::from_secs(300))).await?;
@@ -99,27 +99,26 @@ async fn run() -> anyhow::Result<bool> {
     let mut checkout = Vec::new();
     let mut abandoned = Vec::new();
     let mut extended = Vec::new();
-    for id in &all_ids {
+    for (id, sent) in all_ids.iter().zip(&batch) {
         let r = client.status(*id).await?;
         let Some(b) = r.booking().filter(|b| b.state == seatq::BookingState::Held) else {
             continue;
         };
-        let own = BookingRef { booking: b.booking, customer: b.customer.clone(), token: None };
+        // The hold's token, kept by its customer since the hold was sent.
+        let token = sent.request.token().cloned();
+        let own = BookingRef { booking: b.booking, customer: b.customer.clone(), token: token.clone() };
         match rng.u8(0..100) {
             0..60 => checkout.push(NewRequest::from(Request::Confirm(own))),
             60..80 => checkout.push(NewRequest::from(Request::Cancel(own))),
             80..85 => {
-                let stranger = BookingRef { booking: b.booking, customer: "mallory".into(), token: None };
+                // Someone who learned the booking id and the name, but not the token.
+                let stranger = BookingRef { token: None, ..own.clone() };
                 checkout.push(NewRequest::from(Request::Cancel(stranger)));
                 abandoned.push(own);
             }
             85..92 => {
-                let more = HoldExtension {
-                    booking: b.booking,
-                    customer: b.customer.clone(),
-                    hold_seconds: Some(60),
-                    token: None,
-                };
+                let more =
+                    HoldExtension { booking: b.booking, customer: b.customer.clone(), hold_seconds: Some(60), token };
                 checkout.push(NewRequest::from(Request::Extend(more)));
                 extended.push(own);
             }
@@ -130,9 +129,9 @@ async fn run() -> anyhow::Result<bool> {
     client.wait_all(&ids, Some(Duration::from_secs(300))).await?;
     all_ids.extend(&ids);
     println!(
-        "2. checkout: {} confirms, cancels and extends ({} by the wrong customer, {} extends)",
+        "2. checkout: {} confirms, cancels and extends ({} by a stranger without the hold's token, {} extends)",
         ids.len(),
-        checkout.iter().filter(|n| matches!(&n.request, Request::Cancel(b) if b.customer == "mallory")).count(),
+        checkout.iter().filter(|n| matches!(&n.request, Request::Cancel(b) if b.token.is_none())).count(),
         extended.len()
     );
 
@@ -219,8 +218,9 @@ impl DemoEvent {
 
 /// The rush: per event, group bookings of 1-9 (some accepting a partial
 /// allocation), parties wanting adjacent seats, customers naming seats (some
-/// the same seats), and checkout holds. Demand is about three times supply.
-fn rush(rng: &mut fastrand::Rng, events: &[DemoEvent]) -> Vec<NewRequest> {
+/// the same seats), and checkout holds, each with a hold token. Demand is
+/// about three times supply.
+fn rush(rng: &mut fastrand::Rng, events: &[DemoEvent]) -> anyhow::Result<Vec<NewRequest>> {
     let mut batch = Vec::new();
     let mut customer = 0;
     let mut next = || {
@@ -250,11 +250,12 @@ fn rush(rng: &mut fastrand::Rng, events: &[DemoEvent]) -> Vec<NewRequest> {
         for _ in 0..60 * n {
             let mut r = SeatRequest::new(id, event.class(rng), rng.u32(1..=4), next());
             r.hold_seconds = Some(HOLD_SECS);
+            r.token = Some(HoldToken::new()?);
             batch.push(Request::Hold(r).into());
         }
     }
     rng.shuffle(&mut batch);
-    batch
+    Ok(batch)
 }
 
 async fn enqueue(client: &Client, batch: &[NewRequest]) -> anyhow::Result<Vec<i64>> {

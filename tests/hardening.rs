@@ -484,5 +484,10 @@ async fn the_dashboard_shows_customers_to_a_signed_in_operator_only() {
         let html = page(path, Some(format!("seatq_operator={TOKEN}"))).await;
         assert!(html.contains("Secret Sam"), "{path}: the customer hidden from the operator");
     }
+    // The API's list of dead requests likewise.
+    let text = page("/api/ops/dead", None).await;
+    assert!(text.contains("customer hidden") && !text.contains("Secret Sam"), "{text}");
+    let text = page("/api/ops/dead", Some(format!("seatq_operator={TOKEN}"))).await;
+    assert!(text.contains("Secret Sam"), "{text}");
     db.assert_invariants_and_close().await;
 }

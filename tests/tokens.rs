@@ -1,9 +1,10 @@
-//! Hold tokens, against a real database (and a real `seatq serve`): a hold
-//! made with a token answers to it alone, from SQL, Rust and HTTP (the
-//! command line's round trip is in tests/cli.rs); a stranger with a guessed
-//! booking id and the customer's name is told there is no such booking and
-//! changes nothing; only a token's hash is stored; over HTTP, only a
-//! request's maker can read it.
+//! Hold tokens and customer identity, against a real database (and a real
+//! `seatq serve`): a hold made with a token answers to it alone, from SQL,
+//! Rust and HTTP (the command line's round trip is in tests/cli.rs); a
+//! stranger with a guessed booking id and the customer's name is told there
+//! is no such booking and changes nothing; only a token's hash is stored;
+//! over HTTP, only a request's maker can read it; where the shop vouches for
+//! the customer, a body cannot name another.
 
 mod common;
 
@@ -226,4 +227,66 @@ impl TapToken for seatq::SeatRequest {
     fn tap_token(self, token: &HoldToken) -> Self {
         seatq::SeatRequest { token: Some(token.clone()), ..self }
     }
+}
+
+#[tokio::test]
+async fn where_the_shop_vouches_for_the_customer_a_body_cannot_name_another() {
+    let (db, ev) = TestDb::with_event("Identity", 20, 5).await;
+    let key = seatq_server::SigningKey::new(b"a shop's key of thirty-two bytes or more").expect("key");
+    let settings = Settings {
+        customer_identity: seatq_server::CustomerIdentity::Signed(key.clone()),
+        limits: seatq_server::Limits::off(),
+        ..Settings::default()
+    };
+    let s = Served::start(&db, settings).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let hold = |customer: &str| json!({"kind": "hold", "payload": {"event": ev, "class": 1, "party": 1, "customer": customer}});
+    let now = chrono::Utc::now().timestamp();
+    let signed_in = |assertion: String| [("Seatq-Customer", assertion)];
+    let post = |headers: Vec<(&'static str, String)>, body: Value| {
+        let mut request = s.http.post(s.url("/api/requests?wait=20")).json(&body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move { common::http::answer(request.send().await).await }
+    };
+    // No assertion, a forged one, an expired one: one refusal, nothing stored.
+    let forged = seatq_server::SigningKey::new(&[9u8; 32]).expect("key").assert("ann", now + 600);
+    for headers in [vec![], signed_in(forged).to_vec(), signed_in(key.assert("ann", now - 1)).to_vec()] {
+        let (status, answer) = post(headers, hold("ann")).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (401, Some("unauthenticated")), "{answer}");
+    }
+    // Signed in as ann, naming eve: refused. Naming herself in any case: held.
+    let ann = signed_in(key.assert("Ann", now + 600)).to_vec();
+    let (status, answer) = post(ann.clone(), hold("eve")).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("customer_mismatch")), "{answer}");
+    let (status, answer) = post(ann, hold(" ANN ")).await;
+    assert_eq!((status, answer["status"].as_str()), (200, Some("succeeded")), "{answer}");
+    assert_eq!(answer["result"]["customer"], "ann", "stored in normal form: {answer}");
+    assert_eq!(db.seats_taken(ev).await, 1, "only the vouched hold took a seat");
+    assert_eq!(db.client.stats().await.expect("stats").requests.values().sum::<i64>(), 1, "nothing else stored");
+
+    // A proxy's header: believed from a trusted proxy only.
+    let header = seatq_server::Header::from_static("x-customer");
+    let behind = |proxy: &str| Settings {
+        customer_identity: seatq_server::CustomerIdentity::Header(header.clone()),
+        trusted_proxies: vec![proxy.parse().expect("a network")],
+        limits: seatq_server::Limits::off(),
+        ..Settings::default()
+    };
+    let trusted = Served::start(&db, behind("127.0.0.0/8")).await;
+    let elsewhere = Served::start(&db, behind("10.0.0.1/32")).await;
+    for (served, want) in [(&trusted, 200), (&elsewhere, 401)] {
+        let sent = served.http.post(served.url("/api/requests?wait=20")).header("X-Customer", "bob").json(&hold("bob"));
+        let (status, answer) = common::http::answer(sent.send().await).await;
+        assert_eq!(status, want, "{answer}");
+    }
+    let sent = trusted.http.post(trusted.url("/api/requests?wait=20")).header("X-Customer", "bob").json(&hold("eve"));
+    let (status, _) = common::http::answer(sent.send().await).await;
+    assert_eq!(status, 403, "bob names eve");
+    // Without a trusted proxy, a customer header is a setting that does not combine.
+    let alone = Settings { trusted_proxies: Vec::new(), ..behind("10.0.0.1/32") };
+    assert!(alone.check().is_err());
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
 }

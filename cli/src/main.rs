@@ -295,6 +295,15 @@ struct ServeArgs {
     #[arg(long, env = "SEATQ_CONNECTIONS_PER_ADDRESS",
           default_value_t = seatq_core::http::DEFAULT_CONNECTIONS_PER_ADDRESS)]
     connections_per_address: usize,
+    /// Take the customer from a signed assertion: the `Seatq-Customer` header holds an HS256 JSON Web
+    /// Token (claims sub, the customer, and exp) signed with the key in PATH (at least 32 bytes; its first
+    /// line, trimmed). A request without a valid one is refused, and so is a payload naming another customer.
+    #[arg(long, env = "SEATQ_CUSTOMER_KEY_FILE", value_name = "PATH", conflicts_with = "customer_header")]
+    customer_key_file: Option<std::path::PathBuf>,
+    /// Take the customer from this header, set by a trusted proxy in front (--trusted-proxy; the header
+    /// is believed from no one else). A payload naming another customer is refused.
+    #[arg(long, env = "SEATQ_CUSTOMER_HEADER", value_name = "HEADER")]
+    customer_header: Option<seatq_server::Header>,
     /// Log as JSON lines.
     #[arg(long, env = "SEATQ_LOG_JSON")]
     log_json: bool,
@@ -845,6 +854,21 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
     }
 }
 
+/// Where `seatq serve` takes the customer from.
+fn customer_identity(args: &ServeArgs) -> anyhow::Result<seatq_server::CustomerIdentity> {
+    use seatq_server::CustomerIdentity;
+    if let Some(path) = &args.customer_key_file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let key = seatq_server::SigningKey::new(text.lines().next().unwrap_or_default().trim().as_bytes())
+            .map_err(|e| Usage(format!("{}: {e}", path.display())))?;
+        return Ok(CustomerIdentity::Signed(key));
+    }
+    Ok(match &args.customer_header {
+        Some(header) => CustomerIdentity::Header(header.clone()),
+        None => CustomerIdentity::Body,
+    })
+}
+
 /// `seatq serve`: bind, connect, serve until SIGINT or SIGTERM.
 async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -875,6 +899,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         rate_limit_exempt: args.rate_limit_exempt.clone(),
         public_origin: args.public_origin.clone(),
         allowed_hosts: args.allowed_host.clone(),
+        customer_identity: customer_identity(&args)?,
         ..seatq_server::Settings::default()
     };
     settings.check().map_err(|e| Usage(e.to_string()))?;

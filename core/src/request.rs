@@ -165,6 +165,15 @@ impl Request {
         self
     }
 
+    /// The customer it names.
+    pub fn customer(&self) -> &str {
+        match self {
+            Request::Hold(r) | Request::Book(r) => &r.customer,
+            Request::Confirm(r) | Request::Cancel(r) => &r.customer,
+            Request::Extend(r) => &r.customer,
+        }
+    }
+
     /// The hold token it carries, if any.
     pub fn token(&self) -> Option<&HoldToken> {
         match self {

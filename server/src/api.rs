@@ -17,6 +17,8 @@ use serde_json::Value;
 
 use crate::error::{Answer, ApiError, Id, Params};
 use crate::holder::{Holder, TOKEN_HEADER};
+use crate::identity::{self, Vouched};
+use crate::limits::ClientIp;
 use crate::sql::dashboard as sql;
 use crate::{AppState, auth, maps, wait};
 
@@ -113,16 +115,22 @@ pub struct Enqueued {
 /// sending the same request (and token) again returns the first one's id;
 /// the key reused for another kind, payload or token is refused (409
 /// `idempotency_conflict`), and a keyed request must carry its own token,
-/// so that its retry can present the same one.
+/// so that its retry can present the same one. Where the server takes the
+/// customer from the shop (a signed `Seatq-Customer` assertion, or a
+/// trusted proxy's header), a request without it is `401 unauthenticated`
+/// and a payload naming another customer `403 customer_mismatch`.
 #[utoipa::path(post, path = "/api/requests", tag = "requests",
     request_body = EnqueueBody,
-    params(WaitParam, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: the same key and request enqueue once")),
+    params(WaitParam, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: the same key and request enqueue once"),
+        ("Seatq-Customer" = Option<String>, Header, description = "Where the server takes the customer from the shop: an HS256 JSON Web Token of the shop's key, claims sub (the customer) and exp")),
     responses(
         (status = 202, description = "Enqueued (without ?wait)", body = Enqueued,
             headers(("Seatq-Hold-Token" = String, description = "The request's hold token"))),
         (status = 200, description = "With ?wait: the request after the wait, finished (succeeded, failed or dead) or still queued", body = RequestRecord,
             headers(("Seatq-Hold-Token" = String, description = "The request's hold token"))),
         (status = 400, description = "Refused: the code names why (invalid_json, missing_field, wrong_type, party_out_of_range, ...)", body = crate::error::ErrorBody),
+        (status = 401, description = "unauthenticated: the server takes the customer from the shop, and this request has no valid word for it", body = crate::error::ErrorBody),
+        (status = 403, description = "customer_mismatch: the payload names another customer than the shop vouches for", body = crate::error::ErrorBody),
         (status = 409, description = "idempotency_conflict", body = crate::error::ErrorBody),
         (status = 413, description = "payload_too_large", body = crate::error::ErrorBody),
         (status = 503, description = "The database cannot be reached", body = crate::error::ErrorBody),
@@ -130,12 +138,18 @@ pub struct Enqueued {
 pub(crate) async fn enqueue(
     State(s): State<AppState>,
     Params(q): Params<WaitParam>,
+    vouched: Vouched,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // A bad wait is refused before anything is stored.
     let wait = q.wait.map(|secs| wait::seconds("wait", secs)).transpose()?;
     let mut new = new_request(&headers, &body)?;
+    if let Vouched(Some(customer)) = &vouched
+        && !seatq::customer::same(new.request.customer(), customer)
+    {
+        return Err(identity::another_customer());
+    }
     let token = match new.request.token() {
         Some(token) => token.clone(),
         None if new.idempotency_key.is_some() => {
@@ -333,12 +347,23 @@ pub(crate) async fn throughput_buckets(s: &AppState, minutes: u32) -> Result<Vec
         .collect())
 }
 
-/// Dead requests, the latest first, with their last error.
+/// Dead requests, the latest first, with their last error (with reads open,
+/// their customers hidden unless the operator token comes too).
 #[utoipa::path(get, path = "/api/ops/dead", tag = "operators", params(Limit),
     responses((status = 200, description = "OK", body = Vec<RequestRecord>), (status = 401, description = "unauthorized: the operator token is needed and was not sent", body = crate::error::ErrorBody), (status = 403, description = "forbidden: the operator token is wrong, or the server has none", body = crate::error::ErrorBody)))]
-pub(crate) async fn dead(State(s): State<AppState>, Params(l): Params<Limit>) -> Answer<Vec<RequestRecord>> {
+pub(crate) async fn dead(
+    State(s): State<AppState>,
+    ClientIp(client): ClientIp,
+    headers: HeaderMap,
+    Params(l): Params<Limit>,
+) -> Answer<Vec<RequestRecord>> {
     let limit = within("limit", l.limit.unwrap_or(50), 1..=1000)?;
-    Ok(Json(s.client.dead_requests(limit).await?))
+    let mut dead = s.client.dead_requests(limit).await?;
+    // With reads open, customers are an operator's to see.
+    if !auth::signed_in(&s, &headers, client) {
+        dead.iter_mut().for_each(crate::dashboard::hide_customer);
+    }
+    Ok(Json(dead))
 }
 
 /// Requests put back in the queue.

@@ -208,26 +208,31 @@ struct DeadRow {
 /// What stands for a customer's name the viewer may not see.
 const MASKED: &str = "(customer hidden: sign in to see it)";
 
-impl DeadRow {
-    fn of(d: &seatq::RequestRecord, show_customers: bool) -> DeadRow {
-        let mut payload = d.payload.clone();
-        let customer = payload.get("customer").and_then(|c| c.as_str()).map(str::to_string);
-        let mut error =
-            format!("{}: {}", d.error_code.as_deref().unwrap_or("?"), d.error_message.as_deref().unwrap_or(""));
-        if !show_customers {
-            if let Some(fields) = payload.as_object_mut() {
-                for (name, value) in fields.iter_mut() {
-                    if name == "customer" || name == "token" {
-                        *value = serde_json::Value::from(MASKED);
-                    }
-                }
-            }
-            // An error may quote the name (a validation message).
-            if let Some(name) = customer.filter(|c| !c.trim().is_empty()) {
-                error = error.replace(&name, MASKED);
+/// `d` without its customer's name, for a viewer who may not see it: the
+/// payload's `customer` (and any `token`) and the name where the error
+/// quotes it (a validation message) stand masked.
+pub(crate) fn hide_customer(d: &mut seatq::RequestRecord) {
+    let customer = d.payload.get("customer").and_then(|c| c.as_str()).map(str::to_string);
+    if let Some(fields) = d.payload.as_object_mut() {
+        for (name, value) in fields.iter_mut() {
+            if name == "customer" || name == "token" {
+                *value = serde_json::Value::from(MASKED);
             }
         }
-        let mut payload = payload.to_string();
+    }
+    if let (Some(name), Some(message)) = (customer.filter(|c| !c.trim().is_empty()), d.error_message.as_mut()) {
+        *message = message.replace(&name, MASKED);
+    }
+}
+
+impl DeadRow {
+    fn of(d: &seatq::RequestRecord, show_customers: bool) -> DeadRow {
+        let mut d = d.clone();
+        if !show_customers {
+            hide_customer(&mut d);
+        }
+        let error = format!("{}: {}", d.error_code.as_deref().unwrap_or("?"), d.error_message.as_deref().unwrap_or(""));
+        let mut payload = d.payload.to_string();
         if payload.chars().count() > 120 {
             payload = payload.chars().take(119).chain(['…']).collect();
         }

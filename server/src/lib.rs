@@ -30,6 +30,8 @@
 //!   compile time; one script and one style sheet in `assets/`);
 //! - `auth`: the operator token;
 //! - `holder`: the hold token that lets a customer read their own requests;
+//! - [`identity`]: the customer the shop vouches for (a signed assertion, or
+//!   a trusted proxy's header), when the body's word is not enough;
 //! - [`limits`]: who the client is (behind trusted proxies too), and the
 //!   abuse limits per client address and per customer (`governor`);
 //! - `origin`: the Host every request names, the Origin of operator
@@ -44,6 +46,7 @@ mod auth;
 mod dashboard;
 pub mod error;
 mod holder;
+pub mod identity;
 mod lapsed;
 pub mod limits;
 mod maps;
@@ -73,6 +76,7 @@ use tower_http::trace::TraceLayer;
 pub use axum::http::HeaderName as Header;
 pub use error::ApiError;
 pub use holder::TOKEN_HEADER;
+pub use identity::{CustomerIdentity, SigningKey};
 pub use ipnet::IpNet;
 pub use limits::{Limits, MaybeRate, Rate};
 pub use openapi::openapi_json;
@@ -118,6 +122,10 @@ pub struct Settings {
     /// address it is reached at and the public origin's host (`name` on any
     /// port, or `name:port`).
     pub allowed_hosts: Vec<String>,
+    /// Where the customer comes from: the body (the default), or the shop's
+    /// word for it ([`CustomerIdentity`]); then a body naming another
+    /// customer is refused.
+    pub customer_identity: CustomerIdentity,
 }
 
 impl Default for Settings {
@@ -136,6 +144,7 @@ impl Default for Settings {
             rate_limit_exempt: Vec::new(),
             public_origin: None,
             allowed_hosts: Vec::new(),
+            customer_identity: CustomerIdentity::Body,
         }
     }
 }
@@ -160,6 +169,11 @@ pub enum SettingsError {
     NothingToServe,
     #[error(transparent)]
     Site(#[from] BadSite),
+    #[error(
+        "a customer header is believed only from a trusted proxy: name the proxy in front with --trusted-proxy, \
+         or take the customer from a signed assertion (--customer-key-file)"
+    )]
+    CustomerHeaderWithoutProxy,
 }
 
 impl Settings {
@@ -182,6 +196,9 @@ impl Settings {
             return Err(SettingsError::NothingToServe);
         }
         origin::Site::new(self.public_origin.as_deref(), &self.allowed_hosts)?;
+        if matches!(self.customer_identity, CustomerIdentity::Header(_)) && self.trusted_proxies.is_empty() {
+            return Err(SettingsError::CustomerHeaderWithoutProxy);
+        }
         Ok(())
     }
 

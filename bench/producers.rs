@@ -111,6 +111,10 @@ async fn direct(client: &Client, kind: &str, payload: &Value, key: String) -> an
 
 async fn over_http(http: &reqwest::Client, base: &str, kind: &str, payload: &Value, key: &str) -> anyhow::Result<()> {
     let wait = PATIENCE.as_secs();
+    // A keyed request brings its own hold token, as a shop's client does.
+    let token = seatq::HoldToken::new()?;
+    let mut payload = payload.clone();
+    payload["token"] = json!(token.as_str());
     let sent = http
         .post(format!("{base}/api/requests?wait={wait}"))
         .header("Idempotency-Key", key)
@@ -125,7 +129,8 @@ async fn over_http(http: &reqwest::Client, base: &str, kind: &str, payload: &Val
     // Still queued when the server's longest wait ran out: wait on.
     while record["status"] == "queued" {
         let id = record["id"].as_i64().context("the request's id")?;
-        record = http.get(format!("{base}/api/requests/{id}/wait")).send().await?.json().await?;
+        record =
+            http.get(format!("{base}/api/requests/{id}/wait")).bearer_auth(token.as_str()).send().await?.json().await?;
     }
     Ok(())
 }

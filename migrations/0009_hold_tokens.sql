@@ -14,6 +14,24 @@
 ALTER TABLE seatq.requests ADD COLUMN token_hash bytea CHECK (octet_length(token_hash) = 32);
 ALTER TABLE seatq.bookings ADD COLUMN token_hash bytea CHECK (octet_length(token_hash) = 32);
 
+-- Customers in one normal form (core/src/customer.rs: NFKC, lower-cased,
+-- white space collapsed), computed by the worker, which writes it beside
+-- the name as given: "Ann" and " ANN" are one customer to a per-customer
+-- limit. NULL on bookings made before, whose name stands for it.
+ALTER TABLE seatq.bookings ADD COLUMN customer_key text;
+DROP INDEX seatq.bookings_by_customer;
+CREATE INDEX bookings_by_customer ON seatq.bookings (event_id, producer, (coalesce(customer_key, customer)))
+    WHERE limited;
+
+-- seatq.customer_seats as 0003_inventory.sql made it, by the customer's
+-- normal form (p_customer is one).
+CREATE OR REPLACE FUNCTION seatq.customer_seats(p_event bigint, p_producer text, p_customer text) RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+    SELECT coalesce(sum(cardinality(b.seats)), 0)::bigint FROM seatq.bookings b
+    WHERE b.event_id = p_event AND b.producer = p_producer AND coalesce(b.customer_key, b.customer) = p_customer
+      AND b.limited AND seatq.is_live(b.state, b.held_until)
+$$;
+
 -- A token's hash as stored: SHA-256 of its text (HoldToken::hash).
 CREATE FUNCTION seatq.token_hash(p_token text) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT AS $$
@@ -108,8 +126,12 @@ BEGIN
             PERFORM pg_notify('seatq_done', NEW.id::text);
         END IF;
     END IF;
-    NEW.token_hash := CASE WHEN jsonb_typeof(v_token) = 'string' THEN seatq.token_hash(v_token #>> '{}') END;
-    NEW.payload := seatq.without_token(NEW.payload);
+    -- Most requests carry no token: their payload is left as it is, not copied.
+    NEW.token_hash := NULL;
+    IF v_token IS NOT NULL THEN
+        NEW.token_hash := CASE WHEN jsonb_typeof(v_token) = 'string' THEN seatq.token_hash(v_token #>> '{}') END;
+        NEW.payload := NEW.payload - 'token';
+    END IF;
     RETURN NEW;
 END
 $$;
@@ -135,9 +157,9 @@ DECLARE
     v_payload jsonb;
     v_token bytea;
     v_code text;
-    v_given jsonb := seatq.without_token(p_payload);
-    v_given_token jsonb := CASE WHEN jsonb_typeof(p_payload) = 'object' THEN p_payload -> 'token' END;
-    v_given_hash bytea := CASE WHEN jsonb_typeof(v_given_token) = 'string' THEN seatq.token_hash(v_given_token #>> '{}') END;
+    v_given jsonb;
+    v_given_token jsonb;
+    v_given_hash bytea;
 BEGIN
     IF p_priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION 'priority must be between -32768 and 32767'
@@ -148,6 +170,10 @@ BEGIN
     ON CONFLICT (producer, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
+        -- A repeated key (rare): the request given, as it would be stored.
+        v_given := seatq.without_token(p_payload);
+        v_given_token := CASE WHEN jsonb_typeof(p_payload) = 'object' THEN p_payload -> 'token' END;
+        v_given_hash := CASE WHEN jsonb_typeof(v_given_token) = 'string' THEN seatq.token_hash(v_given_token #>> '{}') END;
         SELECT id, kind, payload, token_hash, error_code INTO v_id, v_kind, v_payload, v_token, v_code
         FROM seatq.requests WHERE producer = current_user AND idempotency_key = p_idempotency_key;
         IF v_kind IS DISTINCT FROM p_kind

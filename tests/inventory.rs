@@ -235,6 +235,10 @@ async fn a_customer_gets_no_more_than_the_limit() {
     let a2 = seat_no(&db, ev, "Circle", "F", "2").await;
     assert_eq!(db.run(book_named(ev, vec![a1], "ann")).await.status, Status::Succeeded);
     assert_eq!(code(&db.run(book_named(ev, vec![a2], "ann")).await), "customer_limit_exceeded");
+    // Her name in another case, width or spacing is her name: still over.
+    for name in ["ANN", " ａｎｎ ", "Ann"] {
+        assert_eq!(code(&db.run(book_named(ev, vec![a2], name)).await), "customer_limit_exceeded", "{name:?}");
+    }
     assert_eq!(db.seats_taken(ev).await, 8);
     db.assert_invariants_and_close().await;
 }

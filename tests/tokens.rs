@@ -262,7 +262,7 @@ async fn where_the_shop_vouches_for_the_customer_a_body_cannot_name_another() {
     assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("customer_mismatch")), "{answer}");
     let (status, answer) = post(ann, hold(" ANN ")).await;
     assert_eq!((status, answer["status"].as_str()), (200, Some("succeeded")), "{answer}");
-    assert_eq!(answer["result"]["customer"], "ann", "stored in normal form: {answer}");
+    assert_eq!(answer["result"]["customer"], " ANN ", "the name as given: {answer}");
     assert_eq!(db.seats_taken(ev).await, 1, "only the vouched hold took a seat");
     assert_eq!(db.client.stats().await.expect("stats").requests.values().sum::<i64>(), 1, "nothing else stored");
 

@@ -152,19 +152,6 @@ impl Request {
         })
     }
 
-    /// The request with its customer in normal form
-    /// ([`crate::customer::normal_form`]), as workers compare, count and
-    /// store customers.
-    pub fn in_normal_form(mut self) -> Request {
-        let customer = match &mut self {
-            Request::Hold(r) | Request::Book(r) => &mut r.customer,
-            Request::Confirm(r) | Request::Cancel(r) => &mut r.customer,
-            Request::Extend(r) => &mut r.customer,
-        };
-        *customer = crate::customer::normal_form(customer);
-        self
-    }
-
     /// The customer it names.
     pub fn customer(&self) -> &str {
         match self {

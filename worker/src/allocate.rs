@@ -83,6 +83,7 @@ pub async fn allocate(
                         request_id: w.request_id,
                         producer: w.producer,
                         token_hash: w.token_hash,
+                        customer_key: w.customer_key,
                         request: w.request,
                         hold_secs: w.hold_secs,
                         seats: mine,
@@ -269,7 +270,7 @@ async fn customer_seats<'w>(
     let mut customers: Vec<Customer<'w>> = wanted
         .iter()
         .filter(|w| limited(events, w.request.event))
-        .map(|w| (w.request.event, w.producer, w.request.customer.as_str()))
+        .map(|w| (w.request.event, w.producer, w.customer_key))
         .collect();
     customers.sort_unstable();
     customers.dedup();

@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 
 use crate::sql::claim::{self, Claimed, Finished};
+use seatq_core::customer;
 use seatq_core::request::Request;
 use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
@@ -123,9 +124,8 @@ pub async fn run(
     let mut outcomes = Vec::with_capacity(rows.len());
     let mut decoded = Vec::with_capacity(rows.len());
     for row in &rows {
-        // Customers are compared, counted and stored in one normal form.
         match Request::decode(&row.kind, &row.payload) {
-            Ok(request) => decoded.push((row, request.in_normal_form())),
+            Ok(request) => decoded.push((row, request)),
             Err(e) => outcomes.push(Outcome::failed(row.id, e.code, e.message, retries_of(&claim, row.id))),
         }
     }
@@ -292,9 +292,12 @@ async fn take_all(
     outcomes: &mut Vec<Outcome>,
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
+    // Customers are counted in their normal form.
+    let keys: Vec<String> = takers.iter().map(|(_, request)| customer::normal_form(request.customer())).collect();
     let wanted: Vec<Wanted> = takers
         .iter()
-        .filter_map(|(row, request)| Wanted::of(row.id, &row.producer, row.token_hash.as_deref(), request))
+        .zip(&keys)
+        .filter_map(|((row, request), key)| Wanted::of(row.id, &row.producer, row.token_hash.as_deref(), key, request))
         .collect();
     let add = |decisions: Vec<Decision>, outcomes: &mut Vec<Outcome>, report: &mut Report| {
         for ((row, _), decision) in takers.iter().copied().zip(decisions) {

@@ -38,6 +38,9 @@ pub struct Wanted<'a> {
     /// The SHA-256 of the request's hold token, if it carried one: its
     /// booking answers to that token.
     pub token_hash: Option<&'a [u8]>,
+    /// The customer in normal form ([`seatq_core::customer::normal_form`]):
+    /// who per-customer limits count.
+    pub customer_key: &'a str,
     pub request: &'a SeatRequest,
     pub hold_secs: Option<u32>,
 }
@@ -48,6 +51,7 @@ impl<'a> Wanted<'a> {
         request_id: i64,
         producer: &'a str,
         token_hash: Option<&'a [u8]>,
+        customer_key: &'a str,
         request: &'a Request,
     ) -> Option<Wanted<'a>> {
         let (r, hold_secs) = match request {
@@ -55,7 +59,7 @@ impl<'a> Wanted<'a> {
             Request::Book(r) => (r, None),
             Request::Confirm(_) | Request::Cancel(_) | Request::Extend(_) => return None,
         };
-        Some(Wanted { request_id, producer, token_hash, request: r, hold_secs })
+        Some(Wanted { request_id, producer, token_hash, customer_key, request: r, hold_secs })
     }
 
     /// How it asks for its seats.
@@ -254,7 +258,7 @@ pub fn in_claim_order<'w>(
             decisions[i] = Some(Decision::Reject(code, sales_message(code, r.event)));
             continue;
         }
-        let customer = (r.event, w.producer, r.customer.as_str());
+        let customer = (r.event, w.producer, w.customer_key);
         if let Some(limit) = rules.per_customer {
             // None: another batch holds the customer's lock, and its
             // bookings are not counted yet.
@@ -730,6 +734,7 @@ mod tests {
                 request_id: i as i64 + 1,
                 producer: "shop",
                 token_hash: None,
+                customer_key: &r.customer,
                 request: r,
                 hold_secs: None,
             })
@@ -742,14 +747,22 @@ mod tests {
         let hold = Request::Hold(r.clone());
         let book = Request::Book(r.clone());
         let confirm = Request::Confirm(BookingRef { booking: 1, customer: "ann".into(), token: None });
-        let held = Wanted::of(1, "shop", None, &hold).expect("a hold takes seats");
+        let held = Wanted::of(1, "shop", None, "ann", &hold).expect("a hold takes seats");
         assert_eq!(held.hold_secs, Some(r.hold_secs()));
         assert_eq!((held.request_id, held.producer, held.class()), (1, "shop", 2));
-        assert_eq!(Wanted::of(1, "shop", None, &book).expect("a book takes seats").hold_secs, None);
-        assert!(Wanted::of(1, "shop", None, &confirm).is_none());
+        assert_eq!(Wanted::of(1, "shop", None, "ann", &book).expect("a book takes seats").hold_secs, None);
+        assert!(Wanted::of(1, "shop", None, "ann", &confirm).is_none());
 
         let how = |r: &SeatRequest| {
-            Wanted { request_id: 1, producer: "shop", token_hash: None, request: r, hold_secs: None }.how()
+            Wanted {
+                request_id: 1,
+                producer: "shop",
+                token_hash: None,
+                customer_key: &r.customer,
+                request: r,
+                hold_secs: None,
+            }
+            .how()
         };
         assert_eq!(how(&r), How::Cheapest);
         assert_eq!(how(&together_of(2, "ann")), How::Together);

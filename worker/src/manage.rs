@@ -43,7 +43,8 @@ pub async fn process(
         }
         None => {}
     }
-    if let Some(wanted) = Wanted::of(request_id, producer, token_hash, request) {
+    let key = customer::normal_form(request.customer());
+    if let Some(wanted) = Wanted::of(request_id, producer, token_hash, &key, request) {
         let mut decisions = allocate::allocate(conn, &[wanted], strategy).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }

@@ -22,6 +22,8 @@ pub struct Grant<'a> {
     pub producer: &'a str,
     /// The hash of the request's hold token: the booking answers to it.
     pub token_hash: Option<&'a [u8]>,
+    /// The customer in normal form: who the per-customer limit counts.
+    pub customer_key: &'a str,
     pub request: &'a SeatRequest,
     /// Hold for this long; `None` books.
     pub hold_secs: Option<u32>,
@@ -57,6 +59,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
     let producers: Vec<&str> = grants.iter().map(|g| g.producer).collect();
     let limited: Vec<bool> = grants.iter().map(|g| g.limited).collect();
     let token_hashes: Vec<Option<&[u8]>> = grants.iter().map(|g| g.token_hash).collect();
+    let customer_keys: Vec<&str> = grants.iter().map(|g| g.customer_key).collect();
     let take = allocation::TakeSeats {
         requests: &requests,
         events: &events,
@@ -70,6 +73,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         producers: &producers,
         limited: &limited,
         token_hashes: &token_hashes,
+        customer_keys: &customer_keys,
     };
     let rows = take.query().fetch_all(&mut *conn).await?;
     let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =

@@ -43,7 +43,7 @@ pub struct SalesRules {
     pub per_customer: Option<i32>,
 }
 
-/// Live seats each customer of [`CustomerSeats`] has on its event
+/// Live seats each customer of [`CustomerSeats`] (in normal form) has on its event
 /// (`seatq.customer_seats`), and whether this transaction holds that
 /// customer's lock (`seatq.customer_lock`, tried, never waited for): without
 /// it another batch may be booking for the same customer, and the count
@@ -437,13 +437,13 @@ pub struct EventSeat {
 pub const TAKE_SEATS: &str = "
 WITH b AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::seatq.booking_state[], $5::bigint[], $6::int[],
-                         $10::text[], $11::boolean[], $12::bytea[])
-        AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited, token_hash)
+                         $10::text[], $11::boolean[], $12::bytea[], $13::text[])
+        AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited, token_hash, customer_key)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited,
-                                token_hash)
+                                token_hash, customer_key)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
                 THEN least(now() + b.hold_secs * interval '1 second',
@@ -451,7 +451,8 @@ WITH b AS (
            b.request_id,
            b.producer,
            b.limited,
-           b.token_hash
+           b.token_hash,
+           b.customer_key
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)
@@ -497,6 +498,8 @@ pub struct TakeSeats<'a> {
     /// and the hash of its request's hold token (none: the booking answers
     /// to its customer's name).
     pub token_hashes: &'a [Option<&'a [u8]>],
+    /// and its customer in normal form (who the per-customer limit counts).
+    pub customer_keys: &'a [&'a str],
 }
 
 impl<'a> TakeSeats<'a> {
@@ -514,6 +517,7 @@ impl<'a> TakeSeats<'a> {
             .bind(self.producers)
             .bind(self.limited)
             .bind(self.token_hashes)
+            .bind(self.customer_keys)
     }
 }
 

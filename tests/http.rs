@@ -524,6 +524,7 @@ async fn every_answer_carries_the_security_headers() {
         assert_eq!(got("x-frame-options"), "DENY", "{path}");
         assert_eq!(got("referrer-policy"), "same-origin", "{path}");
         assert!(got("content-security-policy").contains("frame-ancestors 'none'"), "{path}");
+        assert!(got("content-security-policy").contains("script-src 'self';"), "{path}: inline script allowed");
     }
     db.close().await;
 }

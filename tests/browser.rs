@@ -122,8 +122,11 @@ async fn attribute(page: &Page, selector: &str, name: &str) -> Option<String> {
 async fn click(page: &Page, selector: &str) {
     let mut tries = 0;
     loop {
-        let element = page.find_element(selector).await.unwrap_or_else(|e| panic!("{selector}: {e}"));
-        match element.click().await {
+        let clicked = match page.find_element(selector).await {
+            Ok(element) => element.click().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match clicked {
             Ok(_) => return,
             Err(e) if tries < 5 => {
                 tries += 1;
@@ -693,17 +696,17 @@ async fn markup_in_every_text_field_renders_inert() {
     assert!(refreshed(&event_page).await, "the event's page is never redrawn");
     assert_inert(&event_page, "the event's dashboard page, redrawn", &on_the_map).await;
 
-    // The API's errors opened as pages: a path nothing serves, and ids that
-    // are not numbers, whose errors quote them.
+    // The errors opened as pages: a path nothing serves, and ids that are
+    // not numbers, whose errors quote them (one message for every route).
     for pwn in PWNS {
         let path = encoded(pwn);
         let echoed = in_json(&seatq::validate::quoted(pwn));
         for (url, echo) in [
             (format!("/{path}"), None),
-            (format!("/shop/{path}"), Some(in_json(pwn))),
+            (format!("/shop/{path}"), Some(echoed.clone())),
             (format!("/api/requests/{path}"), Some(echoed.clone())),
             (format!("/api/holds/{path}/lapsed"), Some(echoed.clone())),
-            (format!("/dashboard/events/{path}"), Some(in_json(pwn))),
+            (format!("/dashboard/events/{path}"), Some(echoed.clone())),
         ] {
             let error = open(&chrome, &s.url(&url)).await;
             let code = if echo.is_some() { "invalid_request" } else { "not_found" };

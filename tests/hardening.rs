@@ -62,6 +62,14 @@ fn assert_limited((status, retry, body): &(u16, Option<u64>, Value), what: &str)
     assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("try again")), "{what}: {body}");
 }
 
+/// Whether the workers finish every queued request within a while.
+async fn nothing_queued(db: &TestDb) -> bool {
+    eventually(Duration::from_secs(20), || async {
+        db.client.stats().await.is_ok_and(|s| s.requests.get("queued").copied().unwrap_or(0) == 0)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_flood_from_one_address_is_slowed_while_another_client_books() {
     let (db, ev) = TestDb::with_event("Flood", 40, 10).await;
@@ -100,12 +108,7 @@ async fn a_flood_from_one_address_is_slowed_while_another_client_books() {
     // What was stored: the five let in, and the calm client's.
     let stats = db.client.stats().await.expect("stats");
     assert_eq!(stats.requests.values().sum::<i64>(), 6, "{:?}", stats.requests);
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            db.client.stats().await.is_ok_and(|s| s.requests.get("queued").copied().unwrap_or(0) == 0)
-        })
-        .await
-    );
+    assert!(nothing_queued(&db).await, "the workers never caught up");
     workers.stop().await;
     db.assert_invariants_and_close().await;
 }
@@ -127,12 +130,7 @@ async fn a_flood_for_one_customer_is_slowed_whatever_the_address_or_spelling() {
     let other = post(&client_at([127, 0, 0, 4]), &s, "/api/requests?wait=20", &hold(ev, 10, "Bo")).await;
     assert_eq!((other.0, other.2["status"].as_str()), (200, Some("succeeded")), "{}", other.2);
     assert_eq!(db.client.stats().await.expect("stats").requests.values().sum::<i64>(), 4);
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            db.client.stats().await.is_ok_and(|s| s.requests.get("queued").copied().unwrap_or(0) == 0)
-        })
-        .await
-    );
+    assert!(nothing_queued(&db).await, "the workers never caught up");
     workers.stop().await;
     db.assert_invariants_and_close().await;
 }

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -26,6 +26,7 @@ use strum::VariantArray as _;
 use crate::AppState;
 use crate::api::{BUCKET_SECS, Bucket};
 use crate::auth::{self, Access, Refusal, Verdict};
+use crate::error::Id;
 use crate::limits::ClientIp;
 use crate::maps::{self, ClassRow, Drawing, EventSeats};
 use crate::pages::{Nav, Page, PageError, render, when};
@@ -362,12 +363,7 @@ struct EventLive {
     drawing: Drawing,
 }
 
-async fn event_page(
-    State(s): State<AppState>,
-    ClientIp(client): ClientIp,
-    Path(id): Path<i64>,
-    headers: HeaderMap,
-) -> Page {
+async fn event_page(State(s): State<AppState>, ClientIp(client): ClientIp, Id(id): Id, headers: HeaderMap) -> Page {
     if let Some(page) = denied(&s, &headers, client) {
         return page;
     }
@@ -383,12 +379,7 @@ async fn event_page(
     render(StatusCode::OK, &page)
 }
 
-async fn event_live(
-    State(s): State<AppState>,
-    ClientIp(client): ClientIp,
-    Path(id): Path<i64>,
-    headers: HeaderMap,
-) -> Page {
+async fn event_live(State(s): State<AppState>, ClientIp(client): ClientIp, Id(id): Id, headers: HeaderMap) -> Page {
     if let Some(page) = denied(&s, &headers, client) {
         return page;
     }

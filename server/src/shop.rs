@@ -9,14 +9,15 @@
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Deserialize;
 
+use crate::AppState;
+use crate::error::{ApiError, Id};
 use crate::maps::{self, ClassRow, Drawing, EventSeats};
 use crate::pages::{Nav, Page, PageError, render, when};
-use crate::{AppState, error::ApiError};
 
 /// How many events the index lists, the latest first.
 const INDEX_EVENTS: i64 = 100;
@@ -99,7 +100,7 @@ pub(crate) async fn event_view(s: &AppState, event: i64) -> Result<(EventSeats, 
     Ok((summary, maps::class_rows(&classes), maps::draw(&seats)))
 }
 
-async fn page(State(s): State<AppState>, Path(event): Path<i64>, Query(q): Query<ShopQuery>) -> Page {
+async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuery>) -> Page {
     let hold_seconds = q.hold_seconds.unwrap_or(seatq::limits::DEFAULT_HOLD_SECONDS);
     if !(1..=seatq::limits::MAX_HOLD_SECONDS).contains(&hold_seconds) {
         let message = format!("hold_seconds: must be 1 to {}, not {hold_seconds}", seatq::limits::MAX_HOLD_SECONDS);
@@ -121,7 +122,7 @@ async fn page(State(s): State<AppState>, Path(event): Path<i64>, Query(q): Query
 }
 
 /// The part of the page that refreshes: classes and map.
-async fn live(State(s): State<AppState>, Path(event): Path<i64>) -> Page {
+async fn live(State(s): State<AppState>, Id(event): Id) -> Page {
     let classes = maps::availability(&s.client, event).await?;
     let seats = maps::seat_map(&s.client, event).await?;
     render(StatusCode::OK, &ShopLive { classes: maps::class_rows(&classes), drawing: maps::draw(&seats) })

@@ -17,7 +17,8 @@ ALTER TABLE seatq.bookings ADD COLUMN token_hash bytea CHECK (octet_length(token
 -- Customers in one normal form (core/src/customer.rs: NFKC, lower-cased,
 -- white space collapsed), computed by the worker, which writes it beside
 -- the name as given: "Ann" and " ANN" are one customer to a per-customer
--- limit. NULL on bookings made before, whose name stands for it.
+-- limit. NULL where the name as given is its normal form already (most
+-- names), and on bookings made before: the name stands for it.
 ALTER TABLE seatq.bookings ADD COLUMN customer_key text;
 DROP INDEX seatq.bookings_by_customer;
 CREATE INDEX bookings_by_customer ON seatq.bookings (event_id, producer, (coalesce(customer_key, customer)))
@@ -102,7 +103,16 @@ BEGIN
                           HINT = 'An idempotency key is at most 200 characters, without control characters.';
             END IF;
         END IF;
-        e := seatq.request_error(NEW.kind, NEW.payload);
+        -- Without a token (most requests), straight to the fields' check,
+        -- whose list of fields for unknown_field lacks the token's.
+        IF v_token IS NULL THEN
+            e := seatq.request_error_of_fields(NEW.kind, NEW.payload);
+            IF e.code = 'unknown_field' THEN
+                e := seatq.request_error(NEW.kind, NEW.payload);
+            END IF;
+        ELSE
+            e := seatq.request_error(NEW.kind, NEW.payload);
+        END IF;
         v_code := e.code;
         v_message := e.message;
         IF v_code IS NULL THEN

@@ -381,7 +381,7 @@ async fn messages_quote_a_bounded_prefix_of_the_input_and_name_what_is_wrong() {
     };
     let expected_field = |shown: &str| {
         format!(
-            "{shown}: unknown field for book; expected one of event, class, party, customer, seats, partial, together"
+            "{shown}: unknown field for book; expected one of event, class, party, customer, seats, partial, together, token"
         )
     };
     let cases: Vec<(&str, Value, &str, String)> = vec![

@@ -10,12 +10,34 @@
 //! whose `lower()` depends on the database's locale (under the C locale it
 //! lowers ASCII only).
 
+use std::borrow::Cow;
+
 use unicode_normalization::UnicodeNormalization as _;
 
-/// `name` in seatq's normal form for customers.
-pub fn normal_form(name: &str) -> String {
-    let folded: String = name.nfkc().collect::<String>().to_lowercase().nfkc().collect();
-    folded.split_whitespace().collect::<Vec<_>>().join(" ")
+/// `name` in seatq's normal form for customers: borrowed when it is in it
+/// already (most names a shop sends are), so that a worker pays for the
+/// form only where a name needs it.
+pub fn normal_form(name: &str) -> Cow<'_, str> {
+    if is_normal_ascii(name) {
+        return Cow::Borrowed(name);
+    }
+    // ASCII is its own compatibility composition: lower-casing is all.
+    let folded: String = match name.is_ascii() {
+        true => name.to_ascii_lowercase(),
+        false => name.nfkc().collect::<String>().to_lowercase().nfkc().collect(),
+    };
+    Cow::Owned(folded.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Whether `name` is ASCII already in normal form: no capital, no white
+/// space but single inner spaces.
+fn is_normal_ascii(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !name.is_empty()
+        && bytes.iter().all(|&b| (b.is_ascii_graphic() && !b.is_ascii_uppercase()) || b == b' ')
+        && bytes.first() != Some(&b' ')
+        && bytes.last() != Some(&b' ')
+        && !name.contains("  ")
 }
 
 /// Whether two names are one customer.
@@ -36,5 +58,8 @@ mod tests {
         assert!(same("Straße", "STRASSE".to_lowercase().replace("ss", "ß").as_str()));
         assert!(!same("ann", "anne"));
         assert_eq!(normal_form("ﬁnn"), "finn");
+        assert!(matches!(normal_form("customer-12 lee"), Cow::Borrowed(_)), "already normal: not copied");
+        assert_eq!(normal_form("Ann\tLee"), "ann lee");
+        assert_eq!(normal_form("ann  lee"), "ann lee");
     }
 }

@@ -458,7 +458,7 @@ fn what_is_asked(body: &[u8]) -> (Option<String>, Option<String>, Option<i64>) {
     let customer = payload
         .and_then(|p| p.get("customer"))
         .and_then(|c| c.as_str())
-        .map(seatq_core::customer::normal_form)
+        .map(|c| seatq_core::customer::normal_form(c).into_owned())
         .filter(|c| !c.is_empty());
     let event = payload.and_then(|p| p.get("event")).and_then(|e| e.as_i64());
     (kind, customer, event)

@@ -293,7 +293,7 @@ async fn take_all(
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
     // Customers are counted in their normal form.
-    let keys: Vec<String> = takers.iter().map(|(_, request)| customer::normal_form(request.customer())).collect();
+    let keys: Vec<_> = takers.iter().map(|(_, request)| customer::normal_form(request.customer())).collect();
     let wanted: Vec<Wanted> = takers
         .iter()
         .zip(&keys)

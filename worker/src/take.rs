@@ -59,7 +59,9 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
     let producers: Vec<&str> = grants.iter().map(|g| g.producer).collect();
     let limited: Vec<bool> = grants.iter().map(|g| g.limited).collect();
     let token_hashes: Vec<Option<&[u8]>> = grants.iter().map(|g| g.token_hash).collect();
-    let customer_keys: Vec<&str> = grants.iter().map(|g| g.customer_key).collect();
+    // A key that is the name itself is not written twice: NULL stands for it.
+    let customer_keys: Vec<Option<&str>> =
+        grants.iter().map(|g| (g.customer_key != g.request.customer).then_some(g.customer_key)).collect();
     let take = allocation::TakeSeats {
         requests: &requests,
         events: &events,

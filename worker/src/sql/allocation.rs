@@ -498,8 +498,9 @@ pub struct TakeSeats<'a> {
     /// and the hash of its request's hold token (none: the booking answers
     /// to its customer's name).
     pub token_hashes: &'a [Option<&'a [u8]>],
-    /// and its customer in normal form (who the per-customer limit counts).
-    pub customer_keys: &'a [&'a str],
+    /// and its customer in normal form (who the per-customer limit counts;
+    /// none where that is the name as given).
+    pub customer_keys: &'a [Option<&'a str>],
 }
 
 impl<'a> TakeSeats<'a> {

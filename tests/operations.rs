@@ -505,6 +505,8 @@ async fn assert_seats_taken_by_seeks(db: &TestDb, ev: i64, requests: usize, seat
         .bind(&seats)
         .bind(vec!["postgres"; requests])
         .bind(vec![false; requests])
+        .bind(vec![None::<Vec<u8>>; requests])
+        .bind(vec![None::<&str>; requests])
         .fetch_one(worker.pool())
         .await
         .unwrap();

@@ -123,7 +123,14 @@ async fn a_worker_killed_just_after_it_started_is_taken_over_through_the_watch()
     }
     let ids = db.client.enqueue_many(&batch).await.unwrap();
     let started = Instant::now();
-    let victim = WorkerProcess::start(&db, "victim", &["--poll-ms", "50"], &[("SEATQ_FAULT_INJECTION", "1")]);
+    // One batch loop: with two, both may claim part of the batch as it falls
+    // due, and the one without the hanging request finishes its part.
+    let victim = WorkerProcess::start(
+        &db,
+        "victim",
+        &["--poll-ms", "50", "--concurrency", "1"],
+        &[("SEATQ_FAULT_INJECTION", "1")],
+    );
     assert!(eventually(Duration::from_secs(60), || worker_hangs_in_transaction(&db)).await, "victim never claimed");
     assert_eq!(unfinished(&db, &ids).await, 6, "the victim's claim holds while it lives");
     let age = started.elapsed();

@@ -573,20 +573,7 @@ async fn markup_in_every_text_field_renders_inert() {
     // Two dead requests whose customers and errors hold markup.
     let mut dead = Vec::new();
     for customer in [img, script] {
-        let later = seatq::NewRequest {
-            run_at: Some(chrono::Utc::now() + chrono::Duration::hours(1)),
-            ..seatq::Request::Book(common::hold(ev, 2, 1, customer)).into()
-        };
-        let id = db.client.enqueue(later).await.expect("enqueue");
-        sqlx::query(
-            "UPDATE seatq.requests SET status = 'dead', finished_at = now(), attempts = 3,
-                    error_code = 'internal', error_message = $2 WHERE id = $1",
-        )
-        .bind(id)
-        .bind(format!("test: died booking for {customer} {svg}"))
-        .execute(&db.pool)
-        .await
-        .expect("make it dead");
+        let id = common::dead_request(&db, ev, 2, customer, &format!("test: died booking for {customer} {svg}")).await;
         dead.push(id);
     }
     let s = Served::start(&db, Settings { operator_token: Some(TOKEN.into()), ..Settings::default() }).await;

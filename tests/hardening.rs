@@ -197,23 +197,9 @@ async fn one_client_cannot_hold_more_than_its_share_by_varying_the_name() {
     db.assert_invariants_and_close().await;
 }
 
-/// A dead request (made so by hand), for the operator routes to retry.
+/// A dead request of `customer` (made so by hand), for the operator routes to retry.
 async fn dead_request(db: &TestDb, ev: i64, customer: &str) -> i64 {
-    let later = seatq::NewRequest {
-        run_at: Some(chrono::Utc::now() + chrono::Duration::hours(1)),
-        ..seatq::Request::Book(common::hold(ev, 1, 1, customer)).into()
-    };
-    let id = db.client.enqueue(later).await.expect("enqueue");
-    sqlx::query(
-        "UPDATE seatq.requests SET status = 'dead', finished_at = now(), attempts = 3,
-                error_code = 'internal', error_message = $2 WHERE id = $1",
-    )
-    .bind(id)
-    .bind(format!("test: died booking for {customer}"))
-    .execute(&db.pool)
-    .await
-    .expect("make it dead");
-    id
+    common::dead_request(db, ev, 1, customer, &format!("test: died booking for {customer}")).await
 }
 
 #[tokio::test]

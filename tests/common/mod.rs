@@ -663,3 +663,24 @@ impl WorkerProcess {
 pub fn worker_log(log_prefix: &str, name: &str) -> String {
     std::fs::read_to_string(std::env::temp_dir().join(format!("{log_prefix}-{name}.log"))).unwrap_or_default()
 }
+
+/// A book of one seat of `class` for `customer` on `ev`, due in an hour and
+/// made dead by hand with `message` as its last error: for the operator
+/// routes and pages that show and retry dead requests.
+pub async fn dead_request(db: &TestDb, ev: i64, class: i16, customer: &str, message: &str) -> i64 {
+    let later = NewRequest {
+        run_at: Some(chrono::Utc::now() + chrono::Duration::hours(1)),
+        ..Request::Book(hold(ev, class, 1, customer)).into()
+    };
+    let id = db.client.enqueue(later).await.expect("enqueue");
+    sqlx::query(
+        "UPDATE seatq.requests SET status = 'dead', finished_at = now(), attempts = 3,
+                error_code = 'internal', error_message = $2 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(message)
+    .execute(&db.pool)
+    .await
+    .expect("make it dead");
+    id
+}

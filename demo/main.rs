@@ -106,7 +106,7 @@ async fn run() -> anyhow::Result<bool> {
         };
         // The hold's token, kept by its customer since the hold was sent.
         let token = sent.request.token().cloned();
-        let own = BookingRef { booking: b.booking, customer: b.customer.clone(), token: token.clone() };
+        let own = BookingRef { event: None, booking: b.booking, customer: b.customer.clone(), token: token.clone() };
         match rng.u8(0..100) {
             0..60 => checkout.push(NewRequest::from(Request::Confirm(own))),
             60..80 => checkout.push(NewRequest::from(Request::Cancel(own))),
@@ -117,8 +117,13 @@ async fn run() -> anyhow::Result<bool> {
                 abandoned.push(own);
             }
             85..92 => {
-                let more =
-                    HoldExtension { booking: b.booking, customer: b.customer.clone(), hold_seconds: Some(60), token };
+                let more = HoldExtension {
+                    event: None,
+                    booking: b.booking,
+                    customer: b.customer.clone(),
+                    hold_seconds: Some(60),
+                    token,
+                };
                 checkout.push(NewRequest::from(Request::Extend(more)));
                 extended.push(own);
             }

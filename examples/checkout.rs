@@ -67,6 +67,7 @@ async fn main() -> anyhow::Result<()> {
     // 2. Bob holds, needs more time, then cancels.
     let (held, bob) = hold(&client, event, "bob", &format!("{order}-bob"), 600).await?;
     let more = HoldExtension {
+        event: Some(event),
         booking: held.booking,
         customer: "bob".into(),
         hold_seconds: Some(900),
@@ -135,7 +136,12 @@ async fn pay(held: &BookingResult) {
 
 /// The booking of `held`, as its holder names it.
 fn own(held: &BookingResult, token: &HoldToken) -> BookingRef {
-    BookingRef { booking: held.booking, customer: held.customer.clone(), token: Some(token.clone()) }
+    BookingRef {
+        event: Some(held.event),
+        booking: held.booking,
+        customer: held.customer.clone(),
+        token: Some(token.clone()),
+    }
 }
 
 fn outcome(r: &RequestRecord) -> String {

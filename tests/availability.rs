@@ -51,8 +51,9 @@ async fn availability_and_the_seat_map_match_the_seats() {
     short.hold_seconds = Some(1);
     let cat = db.run(Request::Hold(short)).await.booking().expect("cat holds");
     let dan = db.run(Request::Hold(hold(ev, 3, 4, "dan"))).await.booking().expect("dan holds");
-    let cancel =
-        db.run(Request::Cancel(BookingRef { booking: dan.booking, customer: "dan".into(), token: None })).await;
+    let cancel = db
+        .run(Request::Cancel(BookingRef { event: None, booking: dan.booking, customer: "dan".into(), token: None }))
+        .await;
     assert_eq!(cancel.status, Status::Succeeded, "{cancel:?}");
     let eve = db.run(Request::Book(hold(ev, 2, 1, "eve"))).await.booking().expect("eve books");
     db.run(Request::Book(hold(other, 1, 5, "zed"))).await.booking().expect("another event");

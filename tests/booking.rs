@@ -120,7 +120,7 @@ async fn sold_out_unless_partial() {
 async fn confirm_and_cancel_are_owner_checked() {
     let (db, ev) = flight().await;
     let booking = db.run(Request::Hold(hold(ev, 2, 2, "ann"))).await.booking().unwrap().booking;
-    let by = |customer: &str| BookingRef { booking, customer: customer.into(), token: None };
+    let by = |customer: &str| BookingRef { event: None, booking, customer: customer.into(), token: None };
 
     // Another customer is told what a stranger to every booking is told.
     for r in [db.run(Request::Confirm(by("eve"))).await, db.run(Request::Cancel(by("eve"))).await] {
@@ -130,7 +130,13 @@ async fn confirm_and_cancel_are_owner_checked() {
     assert_eq!(db.seats_taken(ev).await, 2, "a stranger's cancel frees nothing");
     // Her name in another case and width is hers (compared in normal form).
     let r = db
-        .run(Request::Extend(HoldExtension { booking, customer: " ＡＮＮ".into(), hold_seconds: None, token: None }))
+        .run(Request::Extend(HoldExtension {
+            event: None,
+            booking,
+            customer: " ＡＮＮ".into(),
+            hold_seconds: None,
+            token: None,
+        }))
         .await;
     assert_eq!(r.booking().map(|b| b.state), Some(BookingState::Held), "{r:?}");
 
@@ -148,7 +154,8 @@ async fn confirm_and_cancel_are_owner_checked() {
     let r = db.run(Request::Confirm(by("ann"))).await;
     assert_eq!(code(&r), "booking_cancelled");
 
-    let r = db.run(Request::Confirm(BookingRef { booking: 9999, customer: "ann".into(), token: None })).await;
+    let r =
+        db.run(Request::Confirm(BookingRef { event: None, booking: 9999, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "booking_not_found");
     db.assert_invariants_and_close().await;
 }
@@ -160,9 +167,9 @@ async fn confirm_after_expiry_fails_with_hold_expired() {
     r.hold_seconds = Some(1);
     let booking = db.run(Request::Hold(r)).await.booking().unwrap().booking;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let r = db.run(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
-    let r = db.run(Request::Cancel(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let r = db.run(Request::Cancel(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 0);
     db.assert_invariants_and_close().await;
@@ -249,7 +256,7 @@ async fn one_batch_of_named_side_by_side_and_cheapest_requests_grants_each_seat_
 
     let metrics = seatq_worker::metrics::Metrics::default();
     let strategy = seatq_worker::Strategy::SkipLocked;
-    let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
+    let report = batch::run(&db.pool, Claim::Next(100), None, strategy, &metrics, &mut Vec::new(), None).await.unwrap();
     assert_eq!((report.claimed, report.finished), (ids.len(), ids.len()), "one batch decides them all: {report:?}");
     let r = db.records(&ids).await;
     assert_eq!(seats_of(&r[0]), [7, 8], "{:?}", r[0]);
@@ -272,7 +279,7 @@ async fn a_cancel_claimed_before_a_hold_in_the_same_batch_frees_seats_for_it() {
     let booking = db.run(Request::Book(hold(ev, 1, 5, "ann"))).await.booking().unwrap().booking;
     assert_eq!(db.seats_taken(ev).await, 5, "sold out");
 
-    let cancel = Request::Cancel(BookingRef { booking, customer: "ann".into(), token: None });
+    let cancel = Request::Cancel(BookingRef { event: None, booking, customer: "ann".into(), token: None });
     let ids = db.client.enqueue_many(&[cancel.into(), Request::Hold(hold(ev, 1, 2, "bob")).into()]).await.unwrap();
     db.drain().await; // one batch
     let cancelled = db.client.status(ids[0]).await.unwrap();
@@ -300,14 +307,16 @@ async fn a_batch_that_cannot_process_everything_leaves_only_the_latest_claimed_q
     let mut requests: Vec<NewRequest> = Vec::new();
     for (k, id) in held.iter().enumerate() {
         let booking = db.client.status(*id).await.unwrap().booking().expect("held").booking;
-        requests.push(Request::Confirm(BookingRef { booking, customer: format!("c{}", k + 1), token: None }).into());
+        requests.push(
+            Request::Confirm(BookingRef { event: None, booking, customer: format!("c{}", k + 1), token: None }).into(),
+        );
     }
     requests.push(Request::Book(hold(ev, 3, 1, "last")).into());
     let ids = db.client.enqueue_many(&requests).await.unwrap();
 
     let metrics = seatq_worker::metrics::Metrics::default();
     let strategy = seatq_worker::Strategy::SkipLocked;
-    let report = batch::run(&db.pool, Claim::Next(100), strategy, &metrics, &mut Vec::new(), None).await.unwrap();
+    let report = batch::run(&db.pool, Claim::Next(100), None, strategy, &metrics, &mut Vec::new(), None).await.unwrap();
     assert_eq!((report.claimed, report.finished, report.left_over), (ids.len(), MAX_SAVEPOINTS, 2));
     let statuses: Vec<Status> = db.records(&ids).await.iter().map(|r| r.status).collect();
     let (confirms, book) = statuses.split_at(n);

@@ -27,7 +27,7 @@ async fn held(db: &TestDb, event: i64, party: u32, customer: &str, secs: u32) ->
 }
 
 fn extension(booking: i64, customer: &str, secs: Option<u32>) -> Request {
-    Request::Extend(HoldExtension { booking, customer: customer.into(), hold_seconds: secs, token: None })
+    Request::Extend(HoldExtension { event: None, booking, customer: customer.into(), hold_seconds: secs, token: None })
 }
 
 /// The `held_until` of a booking and of each of its seats (seat order).
@@ -74,7 +74,7 @@ async fn an_extended_hold_outlives_its_first_expiry_and_can_be_confirmed() {
     assert_eq!(sweeper::sweep(&db.pool).await.unwrap(), sweeper::Swept::default(), "nothing lapsed");
     let r = db.run(Request::Book(SeatRequest::named(ev, vec![35], "eve"))).await;
     assert_eq!(code(&r), "seats_taken", "an extended hold keeps its seats");
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let r = db.run(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(r.booking().map(|b| b.state), Some(BookingState::Booked), "{r:?}");
     assert_eq!(db.seat_states(ev, [35, 36]).await, ["booked", "booked"]);
 
@@ -121,7 +121,7 @@ async fn a_lapsed_a_booked_or_a_cancelled_booking_cannot_be_extended() {
     assert_eq!(expiries(&db, booked).await, (None, vec![None, None]), "still booked, with no expiry");
 
     let cancelled = held(&db, ev, 1, "cat", 600).await;
-    db.run(Request::Cancel(BookingRef { booking: cancelled, customer: "cat".into(), token: None })).await;
+    db.run(Request::Cancel(BookingRef { event: None, booking: cancelled, customer: "cat".into(), token: None })).await;
     let r = db.run(extension(cancelled, "cat", Some(600))).await;
     assert_eq!(code(&r), "booking_cancelled", "{r:?}");
     assert_eq!(expiries(&db, cancelled).await.0, None);
@@ -176,7 +176,9 @@ async fn a_lapsed_hold_is_announced_when_swept_and_a_confirmed_one_never() {
     let mut listener = seatq::db::listen(&db.pool, HOLD_LAPSED_CHANNEL).await.unwrap();
     let lapsing = held(&db, ev, 2, "ann", 1).await;
     let confirmed = held(&db, ev, 1, "bob", 1).await;
-    let r = db.run(Request::Confirm(BookingRef { booking: confirmed, customer: "bob".into(), token: None })).await;
+    let r = db
+        .run(Request::Confirm(BookingRef { event: None, booking: confirmed, customer: "bob".into(), token: None }))
+        .await;
     assert_eq!(r.status, Status::Succeeded, "{r:?}");
     let live = held(&db, ev, 1, "cat", 600).await;
     assert_eq!(next(&mut listener, Duration::from_millis(300)).await, None, "nothing lapsed yet");

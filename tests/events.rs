@@ -87,7 +87,7 @@ async fn closing_sales_lapses_the_holds_already_made() {
     let free_after: i64 = db.client.availability(ev).await.unwrap().iter().map(|c| c.free).sum();
     assert_eq!(free_after, free_before + 2, "the hold's seats are free at once (passive expiry)");
 
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let r = db.run(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "hold_expired", "{r:?}");
     let r = db.run(Request::Hold(hold(ev, 1, 2, "cat"))).await;
     assert_eq!(code(&r), "sales_closed", "{r:?}");
@@ -133,7 +133,7 @@ async fn an_event_can_be_renamed_and_its_sales_window_moved() {
     .unwrap();
     assert_eq!(held_until.timestamp_micros(), until.timestamp_micros(), "the hold ends with the sales");
     assert!(seats_until.iter().all(|t| *t == held_until), "and its seats with it: {seats_until:?}");
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let r = db.run(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(r.status, Status::Succeeded, "still live until then: {r:?}");
     db.assert_invariants_and_close().await;
 }
@@ -146,7 +146,7 @@ async fn only_an_event_nobody_booked_can_be_deleted() {
     let used = db.client.add_event("Used", 6, 6).await.unwrap();
     let r = db.run(Request::Hold(hold(used, 1, 1, "ann"))).await;
     let booking = r.booking().expect("held").booking;
-    db.run(Request::Cancel(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    db.run(Request::Cancel(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
 
     assert!(db.client.delete_event(mistake).await.unwrap());
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.seats WHERE event_id = $1")

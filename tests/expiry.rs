@@ -28,7 +28,7 @@ async fn a_lapsed_hold_is_free_before_any_sweep() {
     assert_eq!(r.booking().expect("booked").seats.len(), 2, "{r:?}");
     assert_eq!(db.seat_states(ev, 1..=2).await, ["booked", "booked"]);
 
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let r = db.run(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(code(&r), "hold_expired");
     db.assert_invariants_and_close().await;
 }

@@ -284,8 +284,13 @@ async fn a_hold_never_outlives_the_sales_window() {
     let until: DateTime<Utc> = b.held_until.expect("held");
     assert!((until - end).num_milliseconds().abs() < 5, "{until} vs {end}");
     // Extending cannot pass it either.
-    let ext =
-        seatq::HoldExtension { booking: b.booking, customer: "ann".into(), hold_seconds: Some(3600), token: None };
+    let ext = seatq::HoldExtension {
+        event: None,
+        booking: b.booking,
+        customer: "ann".into(),
+        hold_seconds: Some(3600),
+        token: None,
+    };
     let done = db.run(Request::Extend(ext)).await;
     let e = done.booking().unwrap_or_else(|| panic!("{done:?}"));
     assert!(e.capped);
@@ -305,8 +310,13 @@ async fn a_hold_is_not_lengthened_once_its_event_is_closed() {
     assert!(db.client.close_event(ev).await.unwrap(), "closed");
 
     // Closing ended the hold with the sales: there is nothing to lengthen.
-    let ext =
-        seatq::HoldExtension { booking: b.booking, customer: "ann".into(), hold_seconds: Some(3600), token: None };
+    let ext = seatq::HoldExtension {
+        event: None,
+        booking: b.booking,
+        customer: "ann".into(),
+        hold_seconds: Some(3600),
+        token: None,
+    };
     let done = db.run(Request::Extend(ext)).await;
     assert_eq!(code(&done), "hold_expired", "{done:?}");
     assert_eq!(db.seats_taken(ev).await, 0);

@@ -243,7 +243,7 @@ async fn run_ops(ops: Vec<Op>) {
                     Some(b) => (model.bookings[b].id, model.settle(b, *c, confirm)),
                     None => (i64::MAX, "booking_not_found"),
                 };
-                let r = BookingRef { booking: id, customer: customer(*c), token: None };
+                let r = BookingRef { event: None, booking: id, customer: customer(*c), token: None };
                 let done = db.run(if confirm { Request::Confirm(r) } else { Request::Cancel(r) }).await;
                 assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
             }
@@ -252,7 +252,8 @@ async fn run_ops(ops: Vec<Op>) {
                     Some(b) => (model.bookings[b].id, model.extend(b, *c)),
                     None => (i64::MAX, "booking_not_found"),
                 };
-                let r = HoldExtension { booking: id, customer: customer(*c), hold_seconds: None, token: None };
+                let r =
+                    HoldExtension { event: None, booking: id, customer: customer(*c), hold_seconds: None, token: None };
                 let done = db.run(Request::Extend(r)).await;
                 assert_eq!(code(&done), expected, "step {step} {op:?}: {done:?}");
             }

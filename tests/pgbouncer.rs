@@ -92,15 +92,22 @@ async fn bookings_and_checkout_through_a_transaction_pooler() {
     };
     let held = run(Request::Hold(hold(ev, 3, 2, "ann"))).await;
     let booking = held.booking().unwrap_or_else(|| panic!("hold: {}", code(&held))).booking;
-    let extended =
-        run(Request::Extend(HoldExtension { booking, customer: "ann".into(), hold_seconds: Some(600), token: None }))
-            .await;
+    let extended = run(Request::Extend(HoldExtension {
+        event: None,
+        booking,
+        customer: "ann".into(),
+        hold_seconds: Some(600),
+        token: None,
+    }))
+    .await;
     assert_eq!(code(&extended), "succeeded", "{extended:?}");
-    let confirmed = run(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None })).await;
+    let confirmed =
+        run(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None })).await;
     assert_eq!(confirmed.booking().map(|b| b.state.as_str()), Some("booked"), "{confirmed:?}");
     let held = run(Request::Hold(hold(ev, 3, 1, "bob"))).await;
     let other = held.booking().unwrap_or_else(|| panic!("hold: {}", code(&held))).booking;
-    let cancelled = run(Request::Cancel(BookingRef { booking: other, customer: "bob".into(), token: None })).await;
+    let cancelled =
+        run(Request::Cancel(BookingRef { event: None, booking: other, customer: "bob".into(), token: None })).await;
     assert_eq!(cancelled.booking().map(|b| b.state.as_str()), Some("cancelled"), "{cancelled:?}");
 
     // `seatq serve` on a client through the pooler: the shop's API and reads.

@@ -220,11 +220,17 @@ async fn another_producers_booking_is_not_found_and_left_alone() {
     // B names A's booking and A's customer: to B it does not exist, exactly
     // as a booking that does not exist at all.
     let by_b = |booking: i64| {
-        let reference = BookingRef { booking, customer: "ann".into(), token: None };
+        let reference = BookingRef { event: None, booking, customer: "ann".into(), token: None };
         [
             Request::Confirm(reference.clone()),
             Request::Cancel(reference),
-            Request::Extend(HoldExtension { booking, customer: "ann".into(), hold_seconds: Some(3600), token: None }),
+            Request::Extend(HoldExtension {
+                event: None,
+                booking,
+                customer: "ann".into(),
+                hold_seconds: Some(3600),
+                token: None,
+            }),
         ]
     };
     for (theirs, nothing) in by_b(booking).into_iter().zip(by_b(missing)) {
@@ -245,12 +251,12 @@ async fn another_producers_booking_is_not_found_and_left_alone() {
             .await
             .unwrap();
     assert_eq!(state, ("held".to_string(), held.booking().and_then(|b| b.held_until).unwrap()));
-    let confirm = Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None });
+    let confirm = Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None });
     let confirmed = finished(&db, a.client.enqueue(confirm).await.unwrap()).await;
     assert_eq!(code(&confirmed), "succeeded", "{confirmed:?}");
     // The admin (and a superuser) may act on any producer's booking.
     let admin = login(&db, "ops", "seatq_admin").await;
-    let cancel = Request::Cancel(BookingRef { booking, customer: "ann".into(), token: None });
+    let cancel = Request::Cancel(BookingRef { event: None, booking, customer: "ann".into(), token: None });
     let cancelled = finished(&db, admin.client.enqueue(cancel).await.unwrap()).await;
     assert_eq!(cancelled.booking().map(|b| b.state), Some(seatq::BookingState::Cancelled), "{cancelled:?}");
     drop_roles(&db, vec![a, b, admin], &[]).await;
@@ -342,7 +348,7 @@ async fn a_shop_with_several_logins_shares_through_its_own_role() {
     let booking = booking_of(&finished(&db, id).await);
     // The other login of the shop sees the request and acts on its booking.
     assert_eq!(batch.client.status(id).await.unwrap().status, Status::Succeeded);
-    let confirm = Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None });
+    let confirm = Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None });
     let confirmed = finished(&db, batch.client.enqueue(confirm.clone()).await.unwrap()).await;
     assert_eq!(code(&confirmed), "succeeded", "{confirmed:?}");
     // Another shop does not.
@@ -378,7 +384,7 @@ async fn the_worker_role_can_run_a_worker_but_not_rewrite_inventory_or_delete_re
     let booking = booking_of(&db.client.status(id).await.unwrap());
     let confirm = shop
         .client
-        .enqueue(Request::Confirm(BookingRef { booking, customer: "ann".into(), token: None }))
+        .enqueue(Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: None }))
         .await
         .unwrap();
     run().drain().await.unwrap();

@@ -43,14 +43,21 @@ async fn from_rust_a_stranger_with_the_id_and_the_name_changes_nothing() {
     let held = db.run(Request::Hold(hold(ev, 1, 2, "Ann").tap_token(&ann))).await;
     let booking = held.booking().expect("held").booking;
     let before = stands(&db, booking).await;
-    let missing = db.run(Request::Confirm(BookingRef { booking: 999_999, customer: "Ann".into(), token: None })).await;
+    let missing = db
+        .run(Request::Confirm(BookingRef { event: None, booking: 999_999, customer: "Ann".into(), token: None }))
+        .await;
     let not_found = (code(&missing).to_string(), missing.error_message.clone().map(|m| m.replace("999999", "N")));
 
     // Every way a stranger could try: no token, another token, each kind.
     for guess in [None, Some(token())] {
-        let by = |customer: &str| BookingRef { booking, customer: customer.into(), token: guess.clone() };
-        let extend =
-            HoldExtension { booking, customer: "ann".into(), hold_seconds: Some(86_400), token: guess.clone() };
+        let by = |customer: &str| BookingRef { event: None, booking, customer: customer.into(), token: guess.clone() };
+        let extend = HoldExtension {
+            event: None,
+            booking,
+            customer: "ann".into(),
+            hold_seconds: Some(86_400),
+            token: guess.clone(),
+        };
         for request in [Request::Confirm(by("Ann")), Request::Cancel(by("ann")), Request::Extend(extend)] {
             let r = db.run(request).await;
             let answer = (code(&r).to_string(), r.error_message.clone().map(|m| m.replace(&booking.to_string(), "N")));
@@ -59,13 +66,18 @@ async fn from_rust_a_stranger_with_the_id_and_the_name_changes_nothing() {
         }
     }
     // The token with another customer's name is not hers either.
-    let r = db.run(Request::Cancel(BookingRef { booking, customer: "eve".into(), token: Some(ann.clone()) })).await;
+    let r = db
+        .run(Request::Cancel(BookingRef { event: None, booking, customer: "eve".into(), token: Some(ann.clone()) }))
+        .await;
     assert_eq!(code(&r), "booking_not_found");
 
     // Her token (and her name, in any case) does it.
-    let r = db.run(Request::Confirm(BookingRef { booking, customer: "ANN".into(), token: Some(ann.clone()) })).await;
+    let r = db
+        .run(Request::Confirm(BookingRef { event: None, booking, customer: "ANN".into(), token: Some(ann.clone()) }))
+        .await;
     assert_eq!(r.booking().map(|b| b.state), Some(BookingState::Booked), "{r:?}");
-    let r = db.run(Request::Cancel(BookingRef { booking, customer: "ann".into(), token: Some(ann) })).await;
+    let r =
+        db.run(Request::Cancel(BookingRef { event: None, booking, customer: "ann".into(), token: Some(ann) })).await;
     assert_eq!(r.booking().map(|b| b.state), Some(BookingState::Cancelled), "{r:?}");
     assert_eq!(db.seats_taken(ev).await, 0);
     db.assert_invariants_and_close().await;
@@ -77,7 +89,8 @@ async fn only_the_hash_is_stored() {
     let ann = token();
     let held = db.run(Request::Hold(hold(ev, 1, 1, "ann").tap_token(&ann))).await;
     let booking = held.booking().expect("held").booking;
-    let confirm = Request::Confirm(BookingRef { booking, customer: "ann".into(), token: Some(ann.clone()) });
+    let confirm =
+        Request::Confirm(BookingRef { event: None, booking, customer: "ann".into(), token: Some(ann.clone()) });
     assert_eq!(db.run(confirm).await.booking().map(|b| b.state), Some(BookingState::Booked));
     // Nowhere in either table, as text; its SHA-256 on both requests and on the booking.
     let found: i64 = sqlx::query_scalar(
@@ -108,6 +121,7 @@ async fn only_the_hash_is_stored() {
     .expect("the stored hash");
     let r = db
         .run(Request::Cancel(BookingRef {
+            event: None,
             booking,
             customer: "ann".into(),
             token: Some(HoldToken::parse(&stolen).expect("form")),

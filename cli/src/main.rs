@@ -346,6 +346,10 @@ struct BookingArgs {
     /// The customer the booking is for.
     #[arg(long)]
     customer: String,
+    /// The booking's event: optional on one PostgreSQL server, required on Citus, where it
+    /// routes the request to the node that keeps the booking.
+    #[arg(long)]
+    event: Option<i64>,
     /// The hold token the booking answers to (make one with `seatq token`); a booking made
     /// without one answers to its customer alone.
     #[arg(long, env = "SEATQ_HOLD_TOKEN", value_name = "TOKEN", hide_env_values = true)]
@@ -608,15 +612,26 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return submit(&ctx, Request::Book(seat_request(seats)), queue).await;
         }
         Command::Confirm { booking, queue } => {
-            let r = BookingRef { booking: booking.booking, customer: booking.customer, token: booking.token };
+            let r = BookingRef {
+                event: booking.event,
+                booking: booking.booking,
+                customer: booking.customer,
+                token: booking.token,
+            };
             return submit(&ctx, Request::Confirm(r), queue).await;
         }
         Command::Cancel { booking, queue } => {
-            let r = BookingRef { booking: booking.booking, customer: booking.customer, token: booking.token };
+            let r = BookingRef {
+                event: booking.event,
+                booking: booking.booking,
+                customer: booking.customer,
+                token: booking.token,
+            };
             return submit(&ctx, Request::Cancel(r), queue).await;
         }
         Command::Extend { booking, hold_seconds, queue } => {
             let r = HoldExtension {
+                event: booking.event,
                 booking: booking.booking,
                 customer: booking.customer,
                 hold_seconds,

@@ -143,6 +143,9 @@ pub async fn migrate<'a>(db: impl sqlx::Acquire<'a, Database = sqlx::Postgres>) 
         }
         migrator().run(&mut *conn).await?;
     }
+    // On a database with the citus extension, the tables are then laid out
+    // sharded by event, once.
+    crate::citus::lay_out(&mut conn).await?;
     Ok(())
 }
 

@@ -28,6 +28,7 @@
 
 #[cfg(feature = "bin")]
 pub mod bin;
+pub mod citus;
 pub mod customer;
 pub mod db;
 pub mod error;

@@ -70,6 +70,12 @@ pub struct SeatRequest {
 pub struct BookingRef {
     /// The booking id from the hold's or book's result.
     pub booking: i64,
+    /// The booking's event (the hold's or book's). Optional on one
+    /// PostgreSQL server; on Citus it routes the request to the node that
+    /// keeps the booking, and is required. A booking of another event is
+    /// not found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<i64>,
     /// The customer who made the booking.
     pub customer: String,
     /// The hold token: on a hold or book, the token its booking will answer
@@ -87,6 +93,9 @@ pub struct BookingRef {
 pub struct HoldExtension {
     /// The booking id from the hold's result.
     pub booking: i64,
+    /// The booking's event, as [`BookingRef::event`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<i64>,
     /// The customer who made the hold.
     pub customer: String,
     /// Hold for this many seconds from now, 1 to [`crate::limits::MAX_HOLD_SECONDS`]
@@ -270,7 +279,19 @@ mod tests {
             ("book", json!({"event": 1, "party": 2, "customer": "c"}), "missing_field", "class"),
             ("book", json!({"event": 1, "class": 1, "party": 2, "customer": " "}), "invalid_request", "customer"),
             ("confirm", json!({"booking": 1}), "missing_field", "customer"),
-            ("cancel", json!({"booking": 1, "customer": "c", "event": 1}), "unknown_field", "event"),
+            (
+                "cancel",
+                json!({"booking": 1, "customer": "c", "event": 0}),
+                "invalid_request",
+                "event: 0 is out of range",
+            ),
+            ("cancel", json!({"booking": 1, "customer": "c", "event": "1"}), "wrong_type", "event: must be an integer"),
+            (
+                "confirm",
+                json!({"booking": 1, "customer": "c", "seat": 1}),
+                "unknown_field",
+                "booking, customer, event, token",
+            ),
             ("cancel", json!({"booking": 1, "customer": "c", "hold_seconds": 60}), "unknown_field", "hold_seconds"),
             ("extend", json!({"customer": "c"}), "missing_field", "booking"),
             ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": "60"}), "wrong_type", "hold_seconds"),
@@ -293,8 +314,13 @@ mod tests {
 
     #[test]
     fn extend_round_trips_and_defaults_its_hold_time() {
-        let req =
-            Request::Extend(HoldExtension { booking: 4, customer: "ann".into(), hold_seconds: Some(300), token: None });
+        let req = Request::Extend(HoldExtension {
+            event: None,
+            booking: 4,
+            customer: "ann".into(),
+            hold_seconds: Some(300),
+            token: None,
+        });
         assert_eq!(Request::decode(req.kind(), &req.payload()), Ok(req));
         let Ok(Request::Extend(r)) = Request::decode("extend", &json!({"booking": 4, "customer": "ann"})) else {
             panic!("not an extend")

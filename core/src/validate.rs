@@ -269,21 +269,61 @@ pub fn field_name(name: &str) -> Cow<'_, str> {
 /// of the payload, as the database checks it (`seatq.request_error`, which
 /// checks the payload without it first): the database takes the token out
 /// of the payload it stores, keeping only its hash.
+///
+/// A confirm's, cancel's or extend's `event` (the booking's event, which
+/// routes the request on Citus) is checked in the same step, as the
+/// database does (migrations/0010_event_routing.sql).
 pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     let Value::Object(map) = payload else {
         return check_without_token(kind, payload);
     };
-    let Some(token) = map.get(TOKEN) else {
+    let event = map.get(EVENT).filter(|_| names_booking(kind));
+    let token = map.get(TOKEN);
+    if event.is_none() && token.is_none() {
         return check_without_token(kind, payload);
-    };
+    }
     let mut rest = map.clone();
     rest.remove(TOKEN);
+    if event.is_some() {
+        rest.remove(EVENT);
+    }
     check_without_token(kind, &Value::Object(rest))?;
-    check_token(token)
+    if let Some(event) = event {
+        check_booking_event(event)?;
+    }
+    token.map_or(Ok(()), check_token)
 }
 
 /// The field of a payload that carries a hold token.
 pub const TOKEN: &str = "token";
+
+/// The field that names a booking's event on a confirm, cancel or extend.
+pub const EVENT: &str = "event";
+
+/// Whether requests of this kind name a booking (confirm, cancel, extend)
+/// rather than seats.
+fn names_booking(kind: &str) -> bool {
+    matches!(kind, "confirm" | "cancel" | "extend")
+}
+
+/// A booking's event: a positive integer.
+fn check_booking_event(v: &Value) -> Result<(), RequestError> {
+    let Value::Number(n) = v else {
+        return Err(fail(ErrorCode::WrongType, format!("{EVENT}: must be an integer, not {}", describe(v))));
+    };
+    match int_value(v) {
+        Some(id) if id >= 1 => Ok(()),
+        Some(id) => Err(fail(ErrorCode::InvalidRequest, format!("{EVENT}: {id} is out of range 1 to {}", i64::MAX))),
+        None => {
+            let text = jsonb_number_text(n);
+            let digits = text.strip_prefix('-').unwrap_or(&text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(fail(ErrorCode::WrongType, format!("{EVENT}: must be an integer, not {}", describe(v))));
+            }
+            Err(fail(ErrorCode::InvalidRequest, format!("{EVENT}: {text} is out of range 1 to {}", i64::MAX)))
+        }
+    }
+}
 
 /// A hold token's value: a string of a token's form.
 fn check_token(v: &Value) -> Result<(), RequestError> {
@@ -319,9 +359,10 @@ fn check_without_token(kind: &str, payload: &Value) -> Result<(), RequestError> 
         return Err(fail(
             ErrorCode::UnknownField,
             format!(
-                "{}: unknown field for {kind}; expected one of {}, {TOKEN}",
+                "{}: unknown field for {kind}; expected one of {}{}, {TOKEN}",
                 field_name(unknown),
-                allowed.join(", ")
+                allowed.join(", "),
+                if names_booking(kind) { ", event" } else { "" }
             ),
         ));
     }

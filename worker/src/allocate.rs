@@ -50,25 +50,28 @@ const ROUNDS: usize = 3;
 
 /// Allocate seats for these requests (in claim order) inside the caller's
 /// transaction (or savepoint). Returns one decision per request, in order.
-/// An error leaves seat changes half made: the caller rolls back.
+/// An error leaves seat changes half made: the caller rolls back. `route`:
+/// every request is of this one event, on a database sharded by event
+/// ([`seatq_core::sql::route`]); each statement then goes to its shard.
 pub async fn allocate(
     conn: &mut PgConnection,
     wanted: &[Wanted<'_>],
     strategy: Strategy,
+    route: Option<i64>,
 ) -> Result<Vec<Decision>, ProcessError> {
     let mut events = Events::new();
-    let mut groups = lock_cheapest(conn, wanted, strategy, &mut events).await?;
+    let mut groups = lock_cheapest(conn, wanted, strategy, route, &mut events).await?;
     let others: Vec<i64> = wanted.iter().filter(|w| w.how() != How::Cheapest).map(|w| w.request.event).collect();
     if !others.is_empty() {
         event_rules(conn, others, &mut events).await?;
     }
     let on_sale = |w: &&Wanted| events.get(&w.request.event).copied().flatten().is_some_and(|r| r.refusal.is_none());
-    let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale)).await?;
-    let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale)).await?;
-    count_free(conn, &mut groups).await?;
+    let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale), route).await?;
+    let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale), route).await?;
+    count_free(conn, &mut groups, route).await?;
     let used = customer_seats(conn, wanted, &events).await?;
     let mut chosen = choose::in_claim_order(wanted, &events, &mut groups, &named, &runs, used)?;
-    lock_blocks(conn, wanted, &runs, &mut chosen).await?;
+    lock_blocks(conn, wanted, &runs, &mut chosen, route).await?;
     let (mut decisions, grants) = chosen.settled();
 
     if !grants.is_empty() {
@@ -92,7 +95,7 @@ pub async fn allocate(
                 )
             })
             .unzip();
-        let bookings = take::take_seats(conn, &grants).await?;
+        let bookings = take::take_seats(conn, &grants, route).await?;
         for (i, booking) in indexes.into_iter().zip(bookings) {
             decisions[i] = Some(Decision::Done(booking));
         }
@@ -109,6 +112,7 @@ async fn lock_cheapest(
     conn: &mut PgConnection,
     wanted: &[Wanted<'_>],
     strategy: Strategy,
+    route: Option<i64>,
     events: &mut Events,
 ) -> Result<Vec<Group>, ProcessError> {
     // Groups in (event, class) order, so that strategies that wait for locks
@@ -141,7 +145,7 @@ async fn lock_cheapest(
     if groups.is_empty() {
         return Ok(groups);
     }
-    let rows = cheapest_rows(conn, &groups, strategy).await?;
+    let rows = cheapest_rows(conn, &groups, strategy, route).await?;
     for row in rows {
         let group = usize::try_from(row.grp - 1)
             .ok()
@@ -163,9 +167,10 @@ async fn cheapest_rows(
     conn: &mut PgConnection,
     groups: &[Group],
     strategy: Strategy,
+    route: Option<i64>,
 ) -> Result<Vec<LockedSeat>, ProcessError> {
     let (events, classes, need) = columns(groups);
-    let lock = allocation::LockCheapest { strategy, events: &events, classes: &classes, need: &need };
+    let lock = allocation::LockCheapest { strategy, events: &events, classes: &classes, need: &need, route };
     Ok(lock.query().fetch_all(&mut *conn).await?)
 }
 
@@ -187,6 +192,7 @@ async fn event_rules(conn: &mut PgConnection, mut ids: Vec<i64>, events: &mut Ev
 async fn lock_named<'w>(
     conn: &mut PgConnection,
     wanted: impl Iterator<Item = &'w Wanted<'w>>,
+    route: Option<i64>,
 ) -> Result<HashMap<Key, NamedSeat>, ProcessError> {
     let (events, seat_nos): (Vec<i64>, Vec<i32>) =
         wanted.flat_map(|w| w.request.seats.iter().map(|&s| (w.request.event, s))).unzip();
@@ -194,7 +200,7 @@ async fn lock_named<'w>(
         return Ok(HashMap::new());
     }
     let rows: Vec<NamedSeat> =
-        allocation::LockNamed { events: &events, seats: &seat_nos }.query().fetch_all(&mut *conn).await?;
+        allocation::LockNamed { events: &events, seats: &seat_nos, route }.query().fetch_all(&mut *conn).await?;
     Ok(rows.into_iter().map(|s| ((s.event, s.seat.seat), s)).collect())
 }
 
@@ -203,6 +209,7 @@ async fn lock_named<'w>(
 async fn free_runs<'w>(
     conn: &mut PgConnection,
     wanted: impl Iterator<Item = &'w Wanted<'w>>,
+    route: Option<i64>,
 ) -> Result<Runs, ProcessError> {
     // The smallest party of each (event, class): no shorter run serves any.
     let mut smallest: BTreeMap<(i64, i16), i32> = BTreeMap::new();
@@ -218,7 +225,7 @@ async fn free_runs<'w>(
     let events: Vec<i64> = keys.iter().map(|k| k.0).collect();
     let classes: Vec<i16> = keys.iter().map(|k| k.1).collect();
     let party: Vec<i32> = smallest.values().copied().collect();
-    let runs_of = allocation::FreeRuns { events: &events, classes: &classes, party: &party };
+    let runs_of = allocation::FreeRuns { events: &events, classes: &classes, party: &party, route };
     let rows = runs_of.query().fetch_all(&mut *conn).await?;
     for r in rows {
         let key = usize::try_from(r.grp - 1).ok().and_then(|k| keys.get(k)).copied();
@@ -241,14 +248,14 @@ async fn free_runs<'w>(
 /// more of its seats are free by committed state than it locked (others
 /// hold some: contention, not a sell-out), and whether the event has the
 /// class at all.
-async fn count_free(conn: &mut PgConnection, groups: &mut [Group]) -> Result<(), ProcessError> {
+async fn count_free(conn: &mut PgConnection, groups: &mut [Group], route: Option<i64>) -> Result<(), ProcessError> {
     let short: Vec<usize> = (0..groups.len()).filter(|&g| (groups[g].locked.len() as i32) < groups[g].lock).collect();
     if short.is_empty() {
         return Ok(());
     }
     let subset: Vec<&Group> = short.iter().map(|&g| &groups[g]).collect();
     let (events, classes, need) = columns(subset.iter().copied());
-    let counts = allocation::CountFree { events: &events, classes: &classes, need: &need };
+    let counts = allocation::CountFree { events: &events, classes: &classes, need: &need, route };
     for c in counts.query().fetch_all(&mut *conn).await? {
         let g = usize::try_from(c.grp - 1).ok().and_then(|k| short.get(k)).copied();
         let group = g.and_then(|g| groups.get_mut(g)).ok_or_else(|| unexpected_group(c.grp))?;
@@ -300,6 +307,7 @@ async fn lock_blocks(
     wanted: &[Wanted<'_>],
     runs: &Runs,
     chosen: &mut Chosen,
+    route: Option<i64>,
 ) -> Result<(), ProcessError> {
     for round in 1..=ROUNDS {
         if chosen.pending.is_empty() {
@@ -310,8 +318,10 @@ async fn lock_blocks(
             .iter()
             .flat_map(|(i, block)| block.iter().map(move |&s| (wanted[*i].request.event, s)))
             .unzip();
-        let rows: Vec<EventSeat> =
-            allocation::LockFreeSeats { events: &events, seats: &seat_nos }.query().fetch_all(&mut *conn).await?;
+        let rows: Vec<EventSeat> = allocation::LockFreeSeats { events: &events, seats: &seat_nos, route }
+            .query()
+            .fetch_all(&mut *conn)
+            .await?;
         let locked: HashMap<Key, SeatInfo> = rows.into_iter().map(|s| ((s.event, s.seat.seat), s.seat)).collect();
         chosen.settle_blocks(wanted, runs, locked, round == ROUNDS);
     }

@@ -71,6 +71,8 @@ pub struct InHand {
     pub id: i64,
     /// Failed attempts when claimed.
     pub attempts: i32,
+    /// The batch's route ([`run`]).
+    pub route: Option<i64>,
 }
 
 /// Run one batch transaction. `in_hand` is set to the requests it claims and
@@ -78,10 +80,14 @@ pub struct InHand {
 /// mid-way (a timeout), it says which requests were in it. With `wake`, a
 /// claim of the next due requests says how it went: if it comes back full,
 /// more are likely waiting, and the next batch loop is woken at once to start
-/// on them while this one works.
+/// on them while this one works. `route`: claim and serve this event's
+/// requests alone, every statement sent to its shard, on a database sharded
+/// by event ([`seatq_core::sql::route`]); `None` on one server, where a batch
+/// spans events.
 pub async fn run(
     pool: &PgPool,
     claim: Claim<'_>,
+    route: Option<i64>,
     strategy: Strategy,
     metrics: &Metrics,
     in_hand: &mut Vec<InHand>,
@@ -94,13 +100,13 @@ pub async fn run(
         _ => pool.begin().await?,
     };
     let rows: Vec<Claimed> = match &claim {
-        Claim::Next(limit) => claim::ClaimBatch { limit: *limit }.query().fetch_all(&mut *tx).await?,
+        Claim::Next(limit) => claim::ClaimBatch { limit: *limit, route }.query().fetch_all(&mut *tx).await?,
         Claim::Retry { ids, .. } => {
             let ids: Vec<i64> = ids.keys().copied().collect();
-            claim::ClaimByIds { ids: &ids }.query().fetch_all(&mut *tx).await?
+            claim::ClaimByIds { ids: &ids, route }.query().fetch_all(&mut *tx).await?
         }
     };
-    in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts }));
+    in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts, route }));
     if let Claim::Next(limit) = claim
         && let Some(wake) = wake
     {
@@ -152,18 +158,18 @@ pub async fn run(
             break;
         }
         savepoints += 1;
-        outcomes.extend(alone(&mut tx, row, request, strategy, &claim, &mut report).await?);
+        outcomes.extend(alone(&mut tx, row, request, strategy, route, &claim, &mut report).await?);
     }
     if !takers.is_empty() {
         savepoints += reserved;
-        if !take_all(&mut tx, &takers, whole, strategy, &claim, &mut outcomes, &mut report).await? {
+        if !take_all(&mut tx, &takers, whole, strategy, route, &claim, &mut outcomes, &mut report).await? {
             for (row, request) in &takers {
                 // Likewise.
                 if savepoints == MAX_SAVEPOINTS {
                     break;
                 }
                 savepoints += 1;
-                outcomes.extend(alone(&mut tx, row, request, strategy, &claim, &mut report).await?);
+                outcomes.extend(alone(&mut tx, row, request, strategy, route, &claim, &mut report).await?);
             }
         }
     }
@@ -179,7 +185,7 @@ pub async fn run(
     let finished: Vec<Finished> = if outcomes.is_empty() {
         Vec::new()
     } else {
-        claim::RecordOutcomes { outcomes: &outcomes }.query().fetch_all(&mut *tx).await?
+        claim::RecordOutcomes { outcomes: &outcomes, route }.query().fetch_all(&mut *tx).await?
     };
     tx.commit().await?;
     in_hand.clear();
@@ -203,14 +209,15 @@ pub async fn record_failed_attempt(
     metrics: &Metrics,
 ) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let rows = claim::ClaimByIds { ids: &[request.id] }.query().fetch_all(&mut *tx).await?;
+    let rows = claim::ClaimByIds { ids: &[request.id], route: request.route }.query().fetch_all(&mut *tx).await?;
     let Some(row) = rows.iter().find(|r| r.attempts == request.attempts) else {
         tx.rollback().await?;
         return Ok(false);
     };
     let outcome = transient(row, &format!("its batch failed: {error}"), 0);
     let requeued = outcome.requeues();
-    let finished = claim::RecordOutcomes { outcomes: &[outcome] }.query().fetch_all(&mut *tx).await?;
+    let finished =
+        claim::RecordOutcomes { outcomes: &[outcome], route: request.route }.query().fetch_all(&mut *tx).await?;
     tx.commit().await?;
     announce(pool, &finished, metrics).await;
     if requeued {
@@ -257,6 +264,7 @@ async fn alone(
     row: &Claimed,
     request: &Request,
     strategy: Strategy,
+    route: Option<i64>,
     claim: &Claim<'_>,
     report: &mut Report,
 ) -> Result<Option<Outcome>, ProcessError> {
@@ -264,9 +272,16 @@ async fn alone(
     let mut savepoint = tx.begin().await?;
     // A panic while processing one request fails that request (counted as an
     // attempt), not the worker or the rest of the batch.
-    let result =
-        caught(manage::process(&mut savepoint, row.id, &row.producer, row.token_hash.as_deref(), request, strategy))
-            .await;
+    let result = caught(manage::process(
+        &mut savepoint,
+        row.id,
+        &row.producer,
+        row.token_hash.as_deref(),
+        request,
+        strategy,
+        route,
+    ))
+    .await;
     // Every ending but Done gives the request's seat changes back. If even
     // that fails, the connection is gone: the whole batch rolls back and its
     // requests return to the queue untouched.
@@ -288,6 +303,7 @@ async fn take_all(
     takers: &[&(&Claimed, Request)],
     whole: bool,
     strategy: Strategy,
+    route: Option<i64>,
     claim: &Claim<'_>,
     outcomes: &mut Vec<Outcome>,
     report: &mut Report,
@@ -305,11 +321,11 @@ async fn take_all(
         }
     };
     if whole {
-        add(caught(allocate::allocate(tx, &wanted, strategy)).await?, outcomes, report);
+        add(caught(allocate::allocate(tx, &wanted, strategy, route)).await?, outcomes, report);
         return Ok(true);
     }
     let mut savepoint = tx.begin().await?;
-    match caught(allocate::allocate(&mut savepoint, &wanted, strategy)).await {
+    match caught(allocate::allocate(&mut savepoint, &wanted, strategy, route)).await {
         Ok(decisions) => {
             savepoint.commit().await?;
             add(decisions, outcomes, report);
@@ -407,6 +423,7 @@ mod tests {
     fn claimed(attempts: i32) -> Claimed {
         Claimed {
             id: 9,
+            event_id: 1,
             producer: "shop".into(),
             kind: "hold".into(),
             payload: Value::Null,

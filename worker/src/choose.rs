@@ -746,7 +746,7 @@ mod tests {
         let r = SeatRequest::new(EVENT, 2, 3, "ann");
         let hold = Request::Hold(r.clone());
         let book = Request::Book(r.clone());
-        let confirm = Request::Confirm(BookingRef { booking: 1, customer: "ann".into(), token: None });
+        let confirm = Request::Confirm(BookingRef { event: None, booking: 1, customer: "ann".into(), token: None });
         let held = Wanted::of(1, "shop", None, "ann", &hold).expect("a hold takes seats");
         assert_eq!(held.hold_secs, Some(r.hold_secs()));
         assert_eq!((held.request_id, held.producer, held.class()), (1, "shop", 2));

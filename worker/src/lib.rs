@@ -45,6 +45,7 @@
 //! The public modules are what a test or a benchmark drives directly; the
 //! rest is the worker's own.
 
+mod agenda;
 mod allocate;
 pub mod batch;
 mod choose;

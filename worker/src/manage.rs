@@ -24,7 +24,9 @@ use crate::decision::{Decision, ProcessError};
 use crate::fault::{self, Fault};
 
 /// Process one decoded request. `request_id` is recorded on a new booking;
-/// `token_hash` is the hash of the hold token the request carried.
+/// `token_hash` is the hash of the hold token the request carried. `route`:
+/// the request's event, on a database sharded by event
+/// ([`seatq_core::sql::route`]).
 pub async fn process(
     conn: &mut PgConnection,
     request_id: i64,
@@ -32,6 +34,7 @@ pub async fn process(
     token_hash: Option<&[u8]>,
     request: &Request,
     strategy: Strategy,
+    route: Option<i64>,
 ) -> Result<Decision, ProcessError> {
     match fault::injected(request) {
         Some(Fault::Panic) => panic!("injected fault: panic while processing request {request_id}"),
@@ -45,14 +48,14 @@ pub async fn process(
     }
     let key = customer::normal_form(request.customer());
     if let Some(wanted) = Wanted::of(request_id, producer, token_hash, &key, request) {
-        let mut decisions = allocate::allocate(conn, &[wanted], strategy).await?;
+        let mut decisions = allocate::allocate(conn, &[wanted], strategy, route).await?;
         return decisions.pop().ok_or_else(|| ProcessError::Internal("allocation gave no decision".into()));
     }
     match request {
         Request::Hold(_) | Request::Book(_) => Err(ProcessError::Internal("a hold or book took no seats".into())),
-        Request::Confirm(r) => confirm(conn, Asking { request_id, token_hash }, r).await,
-        Request::Cancel(r) => cancel(conn, Asking { request_id, token_hash }, r).await,
-        Request::Extend(r) => extend(conn, Asking { request_id, token_hash }, r).await,
+        Request::Confirm(r) => confirm(conn, Asking { request_id, token_hash, event: r.event, route }, r).await,
+        Request::Cancel(r) => cancel(conn, Asking { request_id, token_hash, event: r.event, route }, r).await,
+        Request::Extend(r) => extend(conn, Asking { request_id, token_hash, event: r.event, route }, r).await,
     }
 }
 
@@ -62,6 +65,10 @@ struct Asking<'a> {
     request_id: i64,
     /// The hash of the hold token it carried.
     token_hash: Option<&'a [u8]>,
+    /// The booking's event, if it named one: a booking of another is not found.
+    event: Option<i64>,
+    /// The request's event, on a database sharded by event.
+    route: Option<i64>,
 }
 
 /// Lock booking `id` for the request asking and check that it is the
@@ -73,9 +80,9 @@ async fn lock_owned(
     id: i64,
     customer: &str,
 ) -> Result<Result<Booking, Decision>, ProcessError> {
-    let locked = bookings::LockBooking { booking: id, request: asking.request_id }.query();
+    let locked = bookings::LockBooking { booking: id, request: asking.request_id, route: asking.route }.query();
     let row = match locked.fetch_optional(&mut *conn).await {
-        Ok(row) => row,
+        Ok(row) => row.filter(|b| asking.event.is_none_or(|event| event == b.event)),
         Err(e) if is_lock_unavailable(&e) => return Ok(Err(Decision::Contended)),
         Err(e) => return Err(e.into()),
     };

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sql::expiry;
+use crate::sql::{claim, expiry};
 use seatq_core::sql::notify::HOLD_LAPSED_CHANNEL;
-use sqlx::PgPool;
+use sqlx::{Acquire as _, PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -40,16 +40,37 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
     }
 }
 
-/// One pass: up to `SWEEP_BATCH` seats and holds, in one short transaction.
+/// One pass: up to `SWEEP_BATCH` seats and holds, in one short transaction
+/// (on Citus, one per event with lapsed holds, each on that event's node).
 /// Returns what it did and whether more may be left.
 pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let seats = expiry::SweepSeats { limit: SWEEP_BATCH }.query().fetch_one(&mut *tx).await?;
+    let mut conn = pool.acquire().await?;
+    if !seatq_core::citus::distributed(&mut conn).await? {
+        return sweep_one(&mut conn, None).await;
+    }
+    let events = expiry::EventsWithLapsedHolds.query().fetch_all(&mut *conn).await?;
+    let (mut total, mut more) = (Swept::default(), false);
+    for event in events {
+        let (swept, left) = sweep_one(&mut conn, Some(event)).await?;
+        total.seats += swept.seats;
+        total.bookings += swept.bookings;
+        more |= left;
+    }
+    Ok((total, more))
+}
+
+/// One transaction of a pass, of one event's holds where `route` names one.
+async fn sweep_one(conn: &mut PgConnection, route: Option<i64>) -> Result<(Swept, bool), sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let seats = expiry::SweepSeats { limit: SWEEP_BATCH, route }.query().fetch_one(&mut *tx).await?;
+    let expired = expiry::SweepBookings { limit: SWEEP_BATCH, route }.query().fetch_all(&mut *tx).await?;
     // Each expired hold is announced on HOLD_LAPSED_CHANNEL from inside this
     // transaction: a listener woken by it reads the booking already expired.
-    let expire = expiry::SweepBookings { limit: SWEEP_BATCH, channel: HOLD_LAPSED_CHANNEL };
-    let bookings = expire.query().fetch_one(&mut *tx).await?;
+    if !expired.is_empty() {
+        claim::NotifyDone { ids: &expired, channel: HOLD_LAPSED_CHANNEL }.query().execute(&mut *tx).await?;
+    }
     tx.commit().await?;
+    let bookings = expired.len() as i64;
     Ok((Swept { seats, bookings }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))
 }
 

@@ -35,8 +35,13 @@ pub struct Grant<'a> {
 }
 
 /// Create the bookings and take their (locked) seats, in one statement.
-/// Returns the bookings in the order of `grants`.
-pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Vec<BookingResult>, ProcessError> {
+/// Returns the bookings in the order of `grants`. `route`: their one event,
+/// on a database sharded by event ([`seatq_core::sql::route`]).
+pub async fn take_seats(
+    conn: &mut PgConnection,
+    grants: &[Grant<'_>],
+    route: Option<i64>,
+) -> Result<Vec<BookingResult>, ProcessError> {
     let seat_count: usize = grants.iter().map(|g| g.seats.len()).sum();
     let mut seat_requests = Vec::with_capacity(seat_count);
     let mut seat_events = Vec::with_capacity(seat_count);
@@ -76,6 +81,7 @@ pub async fn take_seats(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result
         limited: &limited,
         token_hashes: &token_hashes,
         customer_keys: &customer_keys,
+        route,
     };
     let rows = take.query().fetch_all(&mut *conn).await?;
     let made: HashMap<i64, (i64, Option<DateTime<Utc>>, i64)> =

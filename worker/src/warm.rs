@@ -48,18 +48,25 @@ pub fn on_connect(
 /// `Default`, as the batch binds them), and roll back.
 async fn one(conn: &mut PgConnection, strategy: Strategy) -> Result<(), ProcessError> {
     let mut tx = conn.begin().await?;
-    claim::ClaimBatch { limit: 0 }.query().fetch_all(&mut *tx).await?;
+    // On Citus the batches' statements are routed (to an event: any will
+    // do, with nothing to read); the texts are then the routed ones.
+    let route = seatq_core::citus::distributed(&mut tx).await?.then_some(0);
+    claim::ClaimBatch { limit: 0, route }.query().fetch_all(&mut *tx).await?;
     // Every statement of `crate::allocate`, with nothing to lock or read.
-    allocation::LockCheapest { strategy, ..Default::default() }.query().fetch_all(&mut *tx).await?;
-    allocation::CountFree::default().query().fetch_all(&mut *tx).await?;
+    allocation::LockCheapest { strategy, route, ..Default::default() }.query().fetch_all(&mut *tx).await?;
+    allocation::CountFree { route, ..Default::default() }.query().fetch_all(&mut *tx).await?;
     allocation::EventRules::default().query().fetch_all(&mut *tx).await?;
-    allocation::LockNamed::default().query().fetch_all(&mut *tx).await?;
-    allocation::FreeRuns::default().query().fetch_all(&mut *tx).await?;
-    allocation::LockFreeSeats::default().query().fetch_all(&mut *tx).await?;
+    allocation::LockNamed { route, ..Default::default() }.query().fetch_all(&mut *tx).await?;
+    allocation::FreeRuns { route, ..Default::default() }.query().fetch_all(&mut *tx).await?;
+    allocation::LockFreeSeats { route, ..Default::default() }.query().fetch_all(&mut *tx).await?;
     allocation::CustomerSeats::default().query().fetch_all(&mut *tx).await?;
-    take::take_seats(&mut tx, &[]).await?;
-    claim::RecordOutcomes::default().query().fetch_all(&mut *tx).await?;
-    allocation::WarmSpread.query().fetch_one(&mut *tx).await?;
+    take::take_seats(&mut tx, &[], route).await?;
+    claim::RecordOutcomes { route, ..Default::default() }.query().fetch_all(&mut *tx).await?;
+    // (On Citus the spread function is planned where it runs, beside the
+    // shards, not on this connection.)
+    if route.is_none() {
+        allocation::WarmSpread.query().fetch_one(&mut *tx).await?;
+    }
     tx.rollback().await?;
     Ok(())
 }

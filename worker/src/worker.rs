@@ -13,6 +13,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::agenda::Agenda;
 use crate::batch::{self, Claim};
 use crate::decision::ProcessError;
 use crate::metrics::{self, Metrics};
@@ -37,6 +38,11 @@ pub struct Worker {
     /// [`Config::backlog_batch_size`]). Shared by the loops: where batches
     /// collide over the same seats, one collision makes them all smaller.
     claim_size: Arc<AtomicI64>,
+    /// On a database sharded by event (Citus), the events the loops serve
+    /// next, one a batch; `None` on one server, where a batch claims the
+    /// next due requests of any event. Known from the database's first
+    /// answer ([`Worker::agenda`]).
+    agenda: Arc<std::sync::OnceLock<Option<Agenda>>>,
 }
 
 impl Worker {
@@ -115,7 +121,15 @@ impl Worker {
         config.max_active = config.max_active.clamp(1, Semaphore::MAX_PERMITS);
         let turns = Arc::new(Semaphore::new(config.max_active));
         let claim_size = Arc::new(AtomicI64::new(config.batch_size));
-        Worker { pool, config, metrics: Arc::default(), turns, metrics_listener: Arc::default(), claim_size }
+        Worker {
+            pool,
+            config,
+            metrics: Arc::default(),
+            turns,
+            metrics_listener: Arc::default(),
+            claim_size,
+            agenda: Arc::default(),
+        }
     }
 
     /// Serve `/metrics` and `/healthz` on this listener while running,
@@ -143,7 +157,8 @@ impl Worker {
         let tracker = TaskTracker::new();
         let c = &self.config;
         let joined = Arc::new(Notify::new());
-        tracker.spawn(listen(self.pool.clone(), wake.clone(), joined.clone(), shutdown.clone()));
+        let agenda = self.clone();
+        tracker.spawn(listen(self.pool.clone(), wake.clone(), joined.clone(), agenda, shutdown.clone()));
         let me = Identity::this_process(c.name.clone(), self.settings());
         let options = self.pool.connect_options().as_ref().clone();
         tracker.spawn(rescue::run(
@@ -377,7 +392,25 @@ impl Worker {
         wake: Option<&Wake>,
     ) -> Result<Pass, ProcessError> {
         let strategy = self.config.strategy;
-        let first = batch::run(&self.pool, Claim::Next(limit), strategy, &self.metrics, in_hand, wake).await?;
+        // On Citus, the next event with due requests, its requests alone;
+        // none with any: nothing to claim.
+        let agenda = self.agenda().await?;
+        let route = match agenda {
+            None => None,
+            Some(agenda) => match agenda.next(&self.pool).await? {
+                Some(event) => Some(event),
+                None => return Ok(Pass { claimed: 0, finished: 0, contended: 0, left_over: 0, ticket: 0 }),
+            },
+        };
+        // (A short claim of one event says nothing of the others: the loops
+        // are woken by the agenda's events, not told the queue is drained.)
+        let wake = wake.filter(|_| route.is_none());
+        let first = batch::run(&self.pool, Claim::Next(limit), route, strategy, &self.metrics, in_hand, wake).await?;
+        if let (Some(agenda), Some(event)) = (agenda, route) {
+            if (first.claimed as i64) < limit {
+                agenda.drained(event);
+            }
+        }
         let first_contended = first.contended.len();
         let mut finished = first.finished;
         let mut contended = first.contended;
@@ -389,17 +422,30 @@ impl Worker {
             tokio::time::sleep(jitter.next_delay()).await;
             let requeue = (round == self.config.contention_retries).then_some(self.config.requeue_delay);
             let claim = Claim::Retry { ids: &contended, requeue };
-            let report = batch::run(&self.pool, claim, strategy, &self.metrics, in_hand, None).await?;
+            let report = batch::run(&self.pool, claim, route, strategy, &self.metrics, in_hand, None).await?;
             finished += report.finished;
             contended = report.contended;
         }
+        // Other events waiting count as requests left over: go on at once.
+        let elsewhere = agenda.map_or(0, |a| usize::from(!a.is_empty()));
         Ok(Pass {
             claimed: first.claimed,
             finished,
             contended: first_contended,
-            left_over: first.left_over,
+            left_over: first.left_over + elsewhere,
             ticket: first.ticket,
         })
+    }
+
+    /// The agenda, on a database sharded by event; asked of the database
+    /// once (`seatq.distributed()`).
+    async fn agenda(&self) -> Result<Option<&Agenda>, ProcessError> {
+        if let Some(agenda) = self.agenda.get() {
+            return Ok(agenda.as_ref());
+        }
+        let mut conn = self.pool.acquire().await?;
+        let by_event = seatq_core::citus::distributed(&mut conn).await?;
+        Ok(self.agenda.get_or_init(|| by_event.then(Agenda::default)).as_ref())
     }
 }
 
@@ -552,7 +598,7 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// again once it listens anew, wake every idle loop to poll, and the rescuer
 /// to read the ring, since notifications sent meanwhile are lost (in between,
 /// the loops' own polls cover). Connecting races the shutdown token.
-async fn listen(pool: PgPool, wake: Arc<Wake>, joined: Arc<Notify>, shutdown: CancellationToken) {
+async fn listen(pool: PgPool, wake: Arc<Wake>, joined: Arc<Notify>, worker: Worker, shutdown: CancellationToken) {
     // Short: its reconnection is how the loops learn the database is back.
     let mut backoff = Jitter::watch();
     let mut reconnecting = false;
@@ -586,7 +632,13 @@ async fn listen(pool: PgPool, wake: Arc<Wake>, joined: Arc<Notify>, shutdown: Ca
                 _ = shutdown.cancelled() => return,
                 n = listener.try_recv() => match n {
                     Ok(Some(n)) if n.channel() == notify::WORKERS_CHANNEL => joined.notify_one(),
-                    Ok(Some(_)) => wake.news(),
+                    Ok(Some(n)) => {
+                        // On Citus, the announcement names its event.
+                        if let (Some(Some(agenda)), Ok(event)) = (worker.agenda.get(), n.payload().parse()) {
+                            agenda.heard(event);
+                        }
+                        wake.news()
+                    }
                     // Connect anew (rather than let the listener reconnect by
                     // itself) so as to know when it listens again.
                     Ok(None) => {

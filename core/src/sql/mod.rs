@@ -20,6 +20,7 @@
 
 pub mod notify;
 pub mod retention;
+pub mod route;
 pub mod schema;
 pub mod stats;
 

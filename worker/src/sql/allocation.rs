@@ -10,6 +10,8 @@
 use chrono::{DateTime, Utc};
 use seatq_core::outcome::{BookingState, SeatInfo};
 
+use seatq_core::sql::route::{BindRoute as _, Routable};
+
 use super::{Rows, Scalars};
 use crate::Strategy;
 
@@ -110,7 +112,7 @@ LEFT JOIN LATERAL (
         SELECT seat_no, class, row_no, pos, price_cents, section, row_label, label
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
-          AND seatq.is_free(state, held_until) AND r.refusal IS NULL
+          AND seatq.is_free(state, held_until) AND r.refusal IS NULL /*route event_id*/
         ORDER BY price_cents, seat_no
         LIMIT g.need
         ",
@@ -161,6 +163,10 @@ pub const LOCK_CHEAPEST_NOWAIT: &str = lock_cheapest!("FOR UPDATE NOWAIT");
 /// `--strategy serializable`: no row locks; SERIALIZABLE isolation detects
 /// conflicting allocations (40001) and the batch is retried.
 pub const PICK_CHEAPEST: &str = lock_cheapest!("");
+static ROUTED_LOCK_CHEAPEST: Routable = Routable::new(LOCK_CHEAPEST);
+static ROUTED_LOCK_CHEAPEST_WAIT: Routable = Routable::new(LOCK_CHEAPEST_WAIT);
+static ROUTED_LOCK_CHEAPEST_NOWAIT: Routable = Routable::new(LOCK_CHEAPEST_NOWAIT);
+static ROUTED_PICK_CHEAPEST: Routable = Routable::new(PICK_CHEAPEST);
 
 /// The parameters of [`LOCK_CHEAPEST`] and of its strategies' variants
 /// ([`LOCK_CHEAPEST_WAIT`], [`LOCK_CHEAPEST_NOWAIT`], [`PICK_CHEAPEST`]):
@@ -173,21 +179,25 @@ pub struct LockCheapest<'a> {
     pub classes: &'a [i16],
     /// Most seats to lock.
     pub need: &'a [i32],
+    /// The one event of every group, on a database sharded by event
+    /// ([`seatq_core::sql::route`]).
+    pub route: Option<i64>,
 }
 
 impl<'a> LockCheapest<'a> {
     pub fn query(&self) -> Rows<'a, LockedSeat> {
         let sql = match self.strategy {
-            Strategy::SkipLocked => LOCK_CHEAPEST,
-            Strategy::Blocking => LOCK_CHEAPEST_WAIT,
-            Strategy::Nowait => LOCK_CHEAPEST_NOWAIT,
-            Strategy::Serializable => PICK_CHEAPEST,
+            Strategy::SkipLocked => &ROUTED_LOCK_CHEAPEST,
+            Strategy::Blocking => &ROUTED_LOCK_CHEAPEST_WAIT,
+            Strategy::Nowait => &ROUTED_LOCK_CHEAPEST_NOWAIT,
+            Strategy::Serializable => &ROUTED_PICK_CHEAPEST,
         };
-        let query = sqlx::query_as(sql).bind(self.events).bind(self.classes).bind(self.need);
+        let query = sqlx::query_as(sql.text(self.route)).bind(self.events).bind(self.classes).bind(self.need);
         match self.strategy {
             Strategy::SkipLocked => query.bind(SPREAD_FROM_NEED),
             _ => query,
         }
+        .route(self.route)
     }
 }
 
@@ -250,9 +260,10 @@ CROSS JOIN LATERAL (
     SELECT count(*) AS free FROM (
         SELECT 1 FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
-          AND seatq.is_free(state, held_until)
+          AND seatq.is_free(state, held_until) /*route event_id*/
         LIMIT g.need) f
 ) f";
+static ROUTED_COUNT_FREE: Routable = Routable::new(COUNT_FREE);
 
 /// The parameters of [`COUNT_FREE`]: group k is class `classes[k]` of event
 /// `events[k]`, as in [`LockCheapest`].
@@ -262,11 +273,17 @@ pub struct CountFree<'a> {
     pub classes: &'a [i16],
     /// Count up to this many free seats.
     pub need: &'a [i32],
+    /// The one event of every group, as [`LockCheapest::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> CountFree<'a> {
     pub fn query(&self) -> Rows<'a, FreeCount> {
-        sqlx::query_as(COUNT_FREE).bind(self.events).bind(self.classes).bind(self.need)
+        sqlx::query_as(ROUTED_COUNT_FREE.text(self.route))
+            .bind(self.events)
+            .bind(self.classes)
+            .bind(self.need)
+            .route(self.route)
     }
 }
 
@@ -290,7 +307,7 @@ WITH want AS (
     SELECT DISTINCT event_id, seat_no FROM unnest($1::bigint[], $2::int[]) AS w(event_id, seat_no)
 ), locked AS MATERIALIZED (
     SELECT s.event_id, s.seat_no, s.state, s.held_until
-    FROM seatq.seats s JOIN want w ON s.event_id = w.event_id AND s.seat_no = w.seat_no
+    FROM seatq.seats s JOIN want w ON s.event_id = w.event_id AND s.seat_no = w.seat_no /*route s.event_id*/
     FOR UPDATE OF s SKIP LOCKED
 )
 SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents,
@@ -299,8 +316,9 @@ SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, 
        s.state = 'blocked' AS blocked,
        coalesce(seatq.is_free(l.state, l.held_until), false) AS free
 FROM want w
-JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
+JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no /*route s.event_id*/
 LEFT JOIN locked l ON l.event_id = w.event_id AND l.seat_no = w.seat_no";
+static ROUTED_LOCK_NAMED: Routable = Routable::new(LOCK_NAMED);
 
 /// The parameters of [`LOCK_NAMED`]: seat k is `seats[k]` of `events[k]`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -308,11 +326,13 @@ pub struct LockNamed<'a> {
     pub events: &'a [i64],
     /// Seat numbers.
     pub seats: &'a [i32],
+    /// The one event of every seat, as [`LockCheapest::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> LockNamed<'a> {
     pub fn query(&self) -> Rows<'a, NamedSeat> {
-        sqlx::query_as(LOCK_NAMED).bind(self.events).bind(self.seats)
+        sqlx::query_as(ROUTED_LOCK_NAMED.text(self.route)).bind(self.events).bind(self.seats).route(self.route)
     }
 }
 
@@ -350,12 +370,13 @@ LEFT JOIN LATERAL (
         SELECT seat_no, row_no, pos, price_cents, pos - row_number() OVER (PARTITION BY row_no ORDER BY pos) AS run
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
-          AND seatq.is_free(state, held_until)
+          AND seatq.is_free(state, held_until) /*route event_id*/
     ) f
     GROUP BY f.row_no, f.run
     HAVING count(*) >= g.party
 ) r ON true
 ORDER BY g.ord, r.row, r.positions[1]";
+static ROUTED_FREE_RUNS: Routable = Routable::new(FREE_RUNS);
 
 /// The parameters of [`FREE_RUNS`]: group k is class `classes[k]` of event
 /// `events[k]`, for a party of `party[k]`.
@@ -365,11 +386,17 @@ pub struct FreeRuns<'a> {
     pub classes: &'a [i16],
     /// The fewest adjacent seats a run must have.
     pub party: &'a [i32],
+    /// The one event of every group, as [`LockCheapest::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> FreeRuns<'a> {
     pub fn query(&self) -> Rows<'a, FreeRun> {
-        sqlx::query_as(FREE_RUNS).bind(self.events).bind(self.classes).bind(self.party)
+        sqlx::query_as(ROUTED_FREE_RUNS.text(self.route))
+            .bind(self.events)
+            .bind(self.classes)
+            .bind(self.party)
+            .route(self.route)
     }
 }
 
@@ -394,8 +421,9 @@ SELECT s.event_id AS event, s.seat_no AS seat, s.class, s.row_no AS row, s.pos, 
        s.section, s.row_label, s.label
 FROM (SELECT DISTINCT event_id, seat_no FROM unnest($1::bigint[], $2::int[]) AS w(event_id, seat_no)) w
 JOIN seatq.seats s ON s.event_id = w.event_id AND s.seat_no = w.seat_no
-WHERE seatq.is_free(s.state, s.held_until)
+WHERE seatq.is_free(s.state, s.held_until) /*route s.event_id*/
 FOR UPDATE OF s SKIP LOCKED";
+static ROUTED_LOCK_FREE_SEATS: Routable = Routable::new(LOCK_FREE_SEATS);
 
 /// The parameters of [`LOCK_FREE_SEATS`]: seat k is `seats[k]` of `events[k]`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -403,11 +431,13 @@ pub struct LockFreeSeats<'a> {
     pub events: &'a [i64],
     /// Seat numbers.
     pub seats: &'a [i32],
+    /// The one event of every seat, as [`LockCheapest::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> LockFreeSeats<'a> {
     pub fn query(&self) -> Rows<'a, EventSeat> {
-        sqlx::query_as(LOCK_FREE_SEATS).bind(self.events).bind(self.seats)
+        sqlx::query_as(ROUTED_LOCK_FREE_SEATS.text(self.route)).bind(self.events).bind(self.seats).route(self.route)
     }
 }
 
@@ -456,17 +486,20 @@ WITH b AS (
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)
+    WHERE true /*route b.event_id*/
     RETURNING id, request_id, event_id, state, held_until
 ), taken AS (
     UPDATE seatq.seats t
-    SET state = booking.state::text::seatq.seat_state, booking_id = booking.id, held_until = booking.held_until
+    SET state = CASE booking.state WHEN 'held' THEN 'held'::seatq.seat_state ELSE 'booked'::seatq.seat_state END,
+        booking_id = booking.id, held_until = booking.held_until
     FROM s JOIN booking USING (request_id)
-    WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no
+    WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no /*route t.event_id*/
     RETURNING t.booking_id
 )
 SELECT booking.request_id, booking.id AS booking, booking.held_until, coalesce(n.taken, 0) AS taken
 FROM booking
 LEFT JOIN (SELECT booking_id, count(*) AS taken FROM taken GROUP BY booking_id) n ON n.booking_id = booking.id";
+static ROUTED_TAKE_SEATS: Routable = Routable::new(TAKE_SEATS);
 
 /// The parameters of [`TAKE_SEATS`]: booking k is made for request
 /// `requests[k]`, with every seat j whose `seat_requests[j]` is that request.
@@ -501,11 +534,13 @@ pub struct TakeSeats<'a> {
     /// and its customer in normal form (who the per-customer limit counts;
     /// none where that is the name as given).
     pub customer_keys: &'a [Option<&'a str>],
+    /// The one event of every booking, as [`LockCheapest::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> TakeSeats<'a> {
     pub fn query(&self) -> Rows<'a, BookingMade> {
-        sqlx::query_as(TAKE_SEATS)
+        sqlx::query_as(ROUTED_TAKE_SEATS.text(self.route))
             .bind(self.requests)
             .bind(self.events)
             .bind(self.customers)
@@ -519,6 +554,7 @@ impl<'a> TakeSeats<'a> {
             .bind(self.limited)
             .bind(self.token_hashes)
             .bind(self.customer_keys)
+            .route(self.route)
     }
 }
 

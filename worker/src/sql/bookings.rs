@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use seatq_core::outcome::{BookingState, SeatInfo, SeatState};
 
+use seatq_core::sql::route::{BindRoute as _, Routable};
+
 use super::{Effect, Rows};
 
 /// Lock a booking for a request ([`LockBooking`]), failing at once (55P03)
@@ -17,13 +19,14 @@ use super::{Effect, Rows};
 /// neither locked nor waited for. The worker sees every row itself, so the
 /// check is here rather than in row-level security.
 pub const LOCK_BOOKING: &str = "
-WITH asking AS (SELECT producer FROM seatq.requests WHERE id = $2)
+WITH asking AS (SELECT producer FROM seatq.requests WHERE id = $2 /*route event_id*/)
 SELECT b.id, b.event_id, b.customer, b.state, b.seats, b.total_cents, b.held_until,
        seatq.is_lapsed(b.state, b.held_until) AS lapsed, b.token_hash
 FROM seatq.bookings b, asking
-WHERE b.id = $1
+WHERE b.id = $1 /*route b.event_id*/
   AND (b.producer = asking.producer OR seatq.sees_every_producer(asking.producer))
 FOR NO KEY UPDATE OF b NOWAIT";
+static ROUTED_LOCK_BOOKING: Routable = Routable::new(LOCK_BOOKING);
 
 /// The parameters of [`LOCK_BOOKING`].
 #[derive(Debug, Clone, Copy)]
@@ -32,11 +35,14 @@ pub struct LockBooking {
     pub booking: i64,
     /// The request asking: its producer must own the booking.
     pub request: i64,
+    /// The event of both, on a database sharded by event
+    /// ([`seatq_core::sql::route`]).
+    pub route: Option<i64>,
 }
 
 impl LockBooking {
     pub fn query(&self) -> Rows<'static, Booking> {
-        sqlx::query_as(LOCK_BOOKING).bind(self.booking).bind(self.request)
+        sqlx::query_as(ROUTED_LOCK_BOOKING.text(self.route)).bind(self.booking).bind(self.request).route(self.route)
     }
 }
 
@@ -105,7 +111,7 @@ WITH seats AS (
     WHERE event_id = $2 AND seat_no = ANY($3) AND booking_id = $1
 )
 UPDATE seatq.bookings SET state = 'booked', held_until = NULL, updated_at = now()
-WHERE id = $1";
+WHERE id = $1 AND event_id = $2";
 
 /// The parameters of [`CONFIRM`].
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +136,7 @@ WITH seats AS (
     WHERE event_id = $2 AND seat_no = ANY($3) AND booking_id = $1
 )
 UPDATE seatq.bookings SET state = 'cancelled', held_until = NULL, updated_at = now()
-WHERE id = $1";
+WHERE id = $1 AND event_id = $2";
 
 /// The parameters of [`CANCEL`].
 #[derive(Debug, Clone, Copy)]
@@ -166,8 +172,8 @@ WITH target AS (
     SELECT greatest(held_until, least(now() + make_interval(secs => $4), limit_at)) AS until,
            now() + make_interval(secs => $4) > limit_at AS capped
     FROM (SELECT b.held_until,
-                 least(b.created_at + make_interval(secs => $5), seatq.sales_end(e.sales_until, e.closed_at)) AS limit_at
-          FROM seatq.bookings b LEFT JOIN seatq.events e ON e.id = b.event_id WHERE b.id = $1) b
+                 least(seatq.secs_after(b.created_at, $5), seatq.sales_end(e.sales_until, e.closed_at)) AS limit_at
+          FROM seatq.bookings b LEFT JOIN seatq.events e ON e.id = b.event_id WHERE b.id = $1 AND b.event_id = $2) b
 ), seats AS (
     UPDATE seatq.seats SET held_until = target.until
     FROM target
@@ -175,7 +181,7 @@ WITH target AS (
 )
 UPDATE seatq.bookings SET held_until = target.until, updated_at = now()
 FROM target
-WHERE id = $1
+WHERE id = $1 AND event_id = $2
 RETURNING target.until, target.capped";
 
 /// The parameters of [`EXTEND`].

@@ -7,6 +7,8 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use seatq_core::sql::route::{BindRoute as _, Routable};
+
 use super::{Effect, Rows};
 use crate::record::Outcome;
 
@@ -15,23 +17,27 @@ use crate::record::Outcome;
 /// The row locks are the claim: they last until the batch commits, and vanish
 /// with the connection if the worker dies.
 pub const CLAIM_BATCH: &str = "
-SELECT id, producer, kind, payload, token_hash, attempts, max_attempts
+SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts
 FROM seatq.requests
-WHERE status = 'queued' AND run_at <= now()
+WHERE status = 'queued' AND run_at <= now() /*route event_id*/
 ORDER BY priority DESC, run_at, id
 LIMIT $1
 FOR UPDATE SKIP LOCKED";
+static ROUTED_CLAIM_BATCH: Routable = Routable::new(CLAIM_BATCH);
 
 /// The parameters of [`CLAIM_BATCH`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClaimBatch {
     /// Claim at most this many.
     pub limit: i64,
+    /// Of this event's requests alone, on a database sharded by event
+    /// ([`seatq_core::sql::route`]).
+    pub route: Option<i64>,
 }
 
 impl ClaimBatch {
     pub fn query(&self) -> Rows<'static, Claimed> {
-        sqlx::query_as(CLAIM_BATCH).bind(self.limit)
+        sqlx::query_as(ROUTED_CLAIM_BATCH.text(self.route)).bind(self.limit).route(self.route)
     }
 }
 
@@ -39,6 +45,8 @@ impl ClaimBatch {
 #[derive(Debug, sqlx::FromRow)]
 pub struct Claimed {
     pub id: i64,
+    /// The event it names (0 for none): what routes it on Citus.
+    pub event_id: i64,
     /// Who enqueued it (the login that inserted it): its bookings are this producer's.
     pub producer: String,
     pub kind: String,
@@ -57,22 +65,25 @@ pub const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 /// Claim these requests again ([`ClaimByIds`]: a contention retry), if still
 /// queued and free.
 pub const CLAIM_BY_IDS: &str = "
-SELECT id, producer, kind, payload, token_hash, attempts, max_attempts
+SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts
 FROM seatq.requests
-WHERE id = ANY($1) AND status = 'queued'
+WHERE id = ANY($1) AND status = 'queued' /*route event_id*/
 ORDER BY priority DESC, run_at, id
 FOR UPDATE SKIP LOCKED";
+static ROUTED_CLAIM_BY_IDS: Routable = Routable::new(CLAIM_BY_IDS);
 
 /// The parameters of [`CLAIM_BY_IDS`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClaimByIds<'a> {
     /// The requests' ids.
     pub ids: &'a [i64],
+    /// Their one event, as [`ClaimBatch::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> ClaimByIds<'a> {
     pub fn query(&self) -> Rows<'a, Claimed> {
-        sqlx::query_as(CLAIM_BY_IDS).bind(self.ids)
+        sqlx::query_as(ROUTED_CLAIM_BY_IDS.text(self.route)).bind(self.ids).route(self.route)
     }
 }
 
@@ -84,11 +95,11 @@ impl<'a> ClaimByIds<'a> {
 pub const RECORD_OUTCOMES: &str = "
 WITH o AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
-        id bigint, status text, result jsonb, error_code text, error_message text,
+        id bigint, status seatq.request_status, result jsonb, error_code text, error_message text,
         retry_in_ms bigint, contended int, failed_attempt boolean)
 ), updated AS (
     UPDATE seatq.requests r SET
-        status = o.status::seatq.request_status,
+        status = o.status,
         result = o.result,
         error_code = o.error_code,
         error_message = o.error_message,
@@ -96,30 +107,34 @@ WITH o AS (
         attempts = r.attempts + CASE WHEN o.failed_attempt THEN 1 ELSE 0 END,
         contention_retries = r.contention_retries + coalesce(o.contended, 0),
         run_at = CASE WHEN o.retry_in_ms IS NULL THEN r.run_at
-                      ELSE now() + o.retry_in_ms * interval '1 millisecond' END,
+                      ELSE seatq.secs_after(now(), o.retry_in_ms / 1000.0) END,
         started_at = coalesce(r.started_at, now()),
-        finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE clock_timestamp() END
+        -- When this statement began: the batch's work is done by then.
+        finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE statement_timestamp() END
     FROM o
     -- The = ANY makes every plan an index seek on the primary key: joined on
     -- r.id = o.id alone, a generic plan made with stale statistics may hash a
     -- sequential scan of the whole table.
-    WHERE r.id = o.id AND r.id = ANY (ARRAY(SELECT id FROM o))
+    WHERE r.id = o.id AND r.id = ANY (ARRAY(SELECT id FROM o)) /*route r.event_id*/
     RETURNING r.id, r.kind, r.status, r.error_code, r.created_at, r.finished_at
 )
 SELECT id, kind, coalesce(error_code, status::text) AS outcome,
        extract(epoch FROM finished_at - created_at)::float8 AS latency_secs
 FROM updated WHERE status <> 'queued'";
+static ROUTED_RECORD_OUTCOMES: Routable = Routable::new(RECORD_OUTCOMES);
 
 /// The parameters of [`RECORD_OUTCOMES`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RecordOutcomes<'a> {
     /// One outcome a request processed, bound as one JSON array.
     pub outcomes: &'a [Outcome],
+    /// Their requests' one event, as [`ClaimBatch::route`].
+    pub route: Option<i64>,
 }
 
 impl<'a> RecordOutcomes<'a> {
     pub fn query(&self) -> Rows<'a, Finished> {
-        sqlx::query_as(RECORD_OUTCOMES).bind(Json(self.outcomes))
+        sqlx::query_as(ROUTED_RECORD_OUTCOMES.text(self.route)).bind(Json(self.outcomes)).route(self.route)
     }
 }
 

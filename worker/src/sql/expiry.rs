@@ -3,6 +3,8 @@
 //!
 //! Each statement's params struct is beside it (see [`crate::sql`]).
 
+use seatq_core::sql::route::{BindRoute as _, Routable};
+
 use super::Scalars;
 
 /// Free up to a sweep's worth of held seats whose hold has lapsed
@@ -10,59 +12,84 @@ use super::Scalars;
 pub const SWEEP_SEATS: &str = "
 WITH lapsed AS (
     SELECT event_id, seat_no FROM seatq.seats
-    WHERE seatq.is_lapsed(state, held_until)
+    WHERE seatq.is_lapsed(state, held_until) /*route event_id*/
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), freed AS (
     UPDATE seatq.seats s SET state = 'available', booking_id = NULL, held_until = NULL
     FROM lapsed
-    WHERE s.event_id = lapsed.event_id AND s.seat_no = lapsed.seat_no
+    WHERE s.event_id = lapsed.event_id AND s.seat_no = lapsed.seat_no /*route s.event_id*/
     RETURNING 1
 )
 SELECT count(*) FROM freed";
+static ROUTED_SWEEP_SEATS: Routable = Routable::new(SWEEP_SEATS);
 
 /// The parameters of [`SWEEP_SEATS`].
 #[derive(Debug, Clone, Copy)]
 pub struct SweepSeats {
-    /// Free at most this many seats.
+    /// Free at most this many seats,
     pub limit: i64,
+    /// of this event alone, on a database sharded by event
+    /// ([`seatq_core::sql::route`]).
+    pub route: Option<i64>,
 }
 
 impl SweepSeats {
     pub fn query(&self) -> Scalars<'static, i64> {
-        sqlx::query_scalar(SWEEP_SEATS).bind(self.limit)
+        sqlx::query_scalar(ROUTED_SWEEP_SEATS.text(self.route)).bind(self.limit).route(self.route)
     }
 }
 
-/// Mark up to a sweep's worth of lapsed holds expired ([`SweepBookings`]),
-/// announcing each (the booking id as payload). Returns the count.
-/// The notifications are queued in the sweep's transaction, so they are
-/// delivered when it commits and never for a sweep that rolls back.
+/// Mark up to a sweep's worth of lapsed holds expired ([`SweepBookings`]);
+/// returns their ids, for the sweep to announce ([`super::claim::NOTIFY_DONE`]
+/// on `HOLD_LAPSED_CHANNEL`) in its transaction. (Announced by a statement of
+/// their own: on Citus this one runs on a worker node, whose notifications
+/// no listener hears.)
 pub const SWEEP_BOOKINGS: &str = "
 WITH lapsed AS (
-    SELECT id FROM seatq.bookings
-    WHERE seatq.is_lapsed(state, held_until)
+    SELECT event_id, id FROM seatq.bookings
+    WHERE seatq.is_lapsed(state, held_until) /*route event_id*/
     LIMIT $1
     FOR NO KEY UPDATE SKIP LOCKED
 ), expired AS (
     UPDATE seatq.bookings b SET state = 'expired', updated_at = now()
     FROM lapsed
-    WHERE b.id = lapsed.id
+    WHERE b.event_id = lapsed.event_id AND b.id = lapsed.id /*route b.event_id*/
     RETURNING b.id
 )
-SELECT count(*) FROM expired, pg_notify($2, expired.id::text)";
+SELECT id FROM expired";
+static ROUTED_SWEEP_BOOKINGS: Routable = Routable::new(SWEEP_BOOKINGS);
 
 /// The parameters of [`SWEEP_BOOKINGS`].
 #[derive(Debug, Clone, Copy)]
-pub struct SweepBookings<'a> {
+pub struct SweepBookings {
     /// Expire at most this many holds,
     pub limit: i64,
-    /// announcing each on this channel: `seatq_core::sql::notify::HOLD_LAPSED_CHANNEL`.
-    pub channel: &'a str,
+    /// of this event alone, as [`SweepSeats::route`].
+    pub route: Option<i64>,
 }
 
-impl<'a> SweepBookings<'a> {
-    pub fn query(&self) -> Scalars<'a, i64> {
-        sqlx::query_scalar(SWEEP_BOOKINGS).bind(self.limit).bind(self.channel)
+impl SweepBookings {
+    pub fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(ROUTED_SWEEP_BOOKINGS.text(self.route)).bind(self.limit).route(self.route)
+    }
+}
+
+/// The events with lapsed holds not yet swept (at most 1,000 a pass), on a
+/// database sharded by event, where a sweep is routed to one event at a
+/// time. A read over every shard, without locks.
+pub const EVENTS_WITH_LAPSED_HOLDS: &str = "
+SELECT event_id FROM seatq.seats WHERE seatq.is_lapsed(state, held_until)
+UNION
+SELECT event_id FROM seatq.bookings WHERE seatq.is_lapsed(state, held_until)
+LIMIT 1000";
+
+/// The parameters of [`EVENTS_WITH_LAPSED_HOLDS`]: none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventsWithLapsedHolds;
+
+impl EventsWithLapsedHolds {
+    pub fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(EVENTS_WITH_LAPSED_HOLDS)
     }
 }

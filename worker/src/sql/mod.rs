@@ -30,7 +30,7 @@
 //! use seatq_worker::sql::bookings::{self, Booking};
 //!
 //! let booking: Option<Booking> =
-//!     bookings::LockBooking { booking: 41, request: 7 }.query().fetch_optional(&mut *conn).await?;
+//!     bookings::LockBooking { booking: 41, request: 7, route: None }.query().fetch_optional(&mut *conn).await?;
 //! # Ok(())
 //! # }
 //! ```

@@ -1,0 +1,44 @@
+-- seatq's schema laid out on a Citus cluster, sharded by event: applied by
+-- seatq_core::citus::lay_out (seatq migrate, and every connect that
+-- migrates) once the migrations are, on a database with the citus extension.
+-- One transaction: it is laid out whole or not at all.
+--
+-- seats, bookings and requests are distributed by event_id and colocated:
+-- an event's seats, bookings and requests are on one node, and a batch,
+-- which serves one event (worker/src/agenda.rs), is a transaction on that
+-- node alone. events is a reference table (a copy on every node, read
+-- where the batch runs). workers, the registry, stays on the coordinator:
+-- heartbeats touch no worker node.
+
+-- Citus needs the distribution column in every primary key and unique
+-- index: a request and a booking are known by (event, id), and an
+-- idempotency key is unique per producer and event (docs/operations.md
+-- "Running on Citus"). The claim seeks one event's queued requests.
+ALTER TABLE seatq.requests DROP CONSTRAINT requests_pkey, ADD PRIMARY KEY (event_id, id);
+DROP INDEX seatq.requests_idempotency_key;
+CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (event_id, producer, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+DROP INDEX seatq.requests_ready;
+CREATE INDEX requests_ready ON seatq.requests (event_id, priority DESC, run_at, id) WHERE status = 'queued';
+ALTER TABLE seatq.bookings DROP CONSTRAINT bookings_pkey, ADD PRIMARY KEY (event_id, id);
+
+-- Triggers on distributed tables run on the worker nodes, beside the
+-- shards. The insert trigger (validation, the token's hash, the event) is
+-- shard-local and runs there. The announcement of new requests would be
+-- raised on a worker node, out of the listeners' hearing: seatq.enqueue
+-- announces on the coordinator instead (0010_event_routing.sql). A limit
+-- given to an event later marks its bookings from the trigger on one
+-- server; on Citus an event's bookings are marked by `seatq event edit`.
+DROP TRIGGER requests_notify_new ON seatq.requests;
+DROP TRIGGER events_limit_added ON seatq.events;
+SET LOCAL citus.enable_unsafe_triggers = on;
+
+SELECT create_reference_table('seatq.events');
+SELECT create_distributed_table('seatq.seats', 'event_id');
+SELECT create_distributed_table('seatq.bookings', 'event_id', colocate_with => 'seatq.seats');
+SELECT create_distributed_table('seatq.requests', 'event_id', colocate_with => 'seatq.seats');
+
+CREATE OR REPLACE FUNCTION seatq.distributed() RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT true
+$$;

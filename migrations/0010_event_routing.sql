@@ -211,10 +211,14 @@ $$;
 -- seatq.check_invariants as 0005_invariants.sql made it, with every join
 -- of a booking to its seats or its request on the event too: the same
 -- answer (a booking's seats and request are its event's), and on Citus a
--- join of colocated shards, each node checking its own.
+-- join of colocated shards, each node checking its own. PL/pgSQL: Citus
+-- cannot plan a SQL function's query over distributed tables with a
+-- parameter in it (p_drained).
 CREATE OR REPLACE FUNCTION seatq.check_invariants(p_drained boolean DEFAULT false)
 RETURNS TABLE (violation text, detail text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     WITH live_bookings AS MATERIALIZED (
         SELECT * FROM seatq.bookings
         WHERE seatq.is_live(state, held_until)
@@ -282,7 +286,8 @@ LANGUAGE sql STABLE AS $$
     UNION ALL
     SELECT 'request_not_terminal', format('request %s is still queued', r.id)
     FROM seatq.requests r
-    WHERE p_drained AND r.status = 'queued'
+    WHERE p_drained AND r.status = 'queued';
+END
 $$;
 
 -- Seconds after a time, for statements Citus ships to a worker node: it

@@ -42,3 +42,22 @@ CREATE OR REPLACE FUNCTION seatq.distributed() RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT true
 $$;
+
+-- Retention (0001_queue.sql's seatq.prune_finished) over every shard: Citus
+-- refuses a row lock or a LIMIT in a statement that spans shards, so the
+-- finished requests past retention are deleted in one statement, each
+-- node deleting its own (p_limit is not applied; requests are deleted, as
+-- on one server, only when finished and not dead).
+CREATE OR REPLACE FUNCTION seatq.prune_finished(p_older_than_secs float8, p_limit bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_deleted bigint;
+BEGIN
+    DELETE FROM seatq.requests
+    WHERE status <> 'queued' AND status <> 'dead'
+      AND finished_at < now() - greatest(p_older_than_secs, 0) * interval '1 second';
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    RETURN v_deleted;
+END
+$$;
+

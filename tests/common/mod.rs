@@ -2,6 +2,7 @@
 //! in-process workers, and the invariant check every booking test ends with.
 #![allow(dead_code)]
 
+pub mod citus;
 pub mod http;
 pub mod pgbouncer;
 pub mod replication;
@@ -534,11 +535,19 @@ pub struct PrivateCluster {
     dir: std::path::PathBuf,
     bin: std::path::PathBuf,
     pub port: u16,
+    /// More server settings (`-c name=value ...`), given at every start.
+    settings: String,
 }
 
 impl PrivateCluster {
     pub fn start() -> PrivateCluster {
-        let cluster = PrivateCluster::empty();
+        PrivateCluster::start_with("")
+    }
+
+    /// A new cluster started with these server settings too (`-c name=value ...`).
+    pub fn start_with(settings: &str) -> PrivateCluster {
+        let mut cluster = PrivateCluster::empty();
+        cluster.settings = settings.to_string();
         let data = cluster.dir.join("data");
         cluster.pg("initdb", &["-D", path(&data), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
         cluster.ctl("start");
@@ -561,7 +570,7 @@ impl PrivateCluster {
         ));
         std::fs::create_dir_all(&dir).expect("cluster dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let cluster = PrivateCluster { dir, bin, port };
+        let cluster = PrivateCluster { dir, bin, port, settings: String::new() };
         if cluster.as_root() {
             let ok = std::process::Command::new("chown").args(["-R", "postgres:postgres"]).arg(&cluster.dir).status();
             assert!(ok.is_ok_and(|s| s.success()), "chown the cluster dir to postgres");
@@ -588,9 +597,10 @@ impl PrivateCluster {
         let data = self.dir.join("data");
         let log = self.dir.join("server.log");
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100 {}",
             self.port,
-            path(&self.dir)
+            path(&self.dir),
+            self.settings
         );
         self.pg("pg_ctl", &["-D", path(&data), "-l", path(&log), "-o", &opts, "-m", "fast", "-w", "-t", "60", action]);
     }

@@ -218,12 +218,15 @@ impl BookingTokenHash {
 /// Of the requests waited for ($1: [`FinishedOrGone`]), those finished (with
 /// their row) and those gone (no row: `id` NULL), each with the id asked for
 /// as `wanted` ([`WaitedFor`]); requests still queued are left out. One
-/// statement for every waiter.
+/// statement for every waiter. (The requests are read by `= ANY`, then
+/// joined to the ids: on Citus, where they may be on any node, a join of
+/// the table to the ids' list is refused.)
 pub(crate) const FINISHED_OR_GONE: &str = concat!(
-    "SELECT w.wanted, r.* FROM unnest($1::bigint[]) AS w(wanted)
-     LEFT JOIN LATERAL (SELECT ",
+    "WITH r AS (SELECT ",
     request_columns!(),
-    " FROM seatq.requests WHERE id = w.wanted) r ON true
+    " FROM seatq.requests WHERE id = ANY($1))
+     SELECT w.wanted, r.* FROM unnest($1::bigint[]) AS w(wanted)
+     LEFT JOIN r ON r.id = w.wanted
      WHERE r.id IS NULL OR r.status <> 'queued'"
 );
 

@@ -193,8 +193,12 @@ impl<'a> LockCheapest<'a> {
             Strategy::Serializable => &ROUTED_PICK_CHEAPEST,
         };
         let query = sqlx::query_as(sql.text(self.route)).bind(self.events).bind(self.classes).bind(self.need);
+        // Routed (Citus), every group starts at its head: the spread
+        // function reads the seats itself, and a function that reads a
+        // distributed table cannot run beside a shard.
+        let spread_from = if self.route.is_some() { i32::MAX } else { SPREAD_FROM_NEED };
         match self.strategy {
-            Strategy::SkipLocked => query.bind(SPREAD_FROM_NEED),
+            Strategy::SkipLocked => query.bind(spread_from),
             _ => query,
         }
         .route(self.route)
@@ -251,10 +255,13 @@ impl WarmSpread {
 /// its seats are free by committed state, counted up to the group's need.
 /// More free than locked
 /// means other transactions hold some: contention, not a sell-out. With none
-/// free, whether the event has the class at all (`seatq.has_class`): a
+/// free, whether the event has the class at all (`seatq.has_class`, written
+/// out: on Citus a function that reads a table cannot run beside a shard): a
 /// class it does not have is `unknown_class`, not `sold_out`.
 pub const COUNT_FREE: &str = "
-SELECT g.ord AS grp, f.free, f.free > 0 OR seatq.has_class(g.event_id, g.class) AS has_class
+SELECT g.ord AS grp, f.free,
+       f.free > 0 OR EXISTS (SELECT 1 FROM seatq.seats c WHERE c.event_id = g.event_id AND c.class = g.class AND c.state <> 'booked' /*route c.event_id*/)
+           OR EXISTS (SELECT 1 FROM seatq.seats c WHERE c.event_id = g.event_id AND c.class = g.class /*route c.event_id*/) AS has_class
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 CROSS JOIN LATERAL (
     SELECT count(*) AS free FROM (
@@ -354,12 +361,14 @@ pub struct NamedSeat {
 /// each group of [`FreeRuns`] that could seat its party, by committed state:
 /// per run, its row and its seats, positions and prices
 /// in position order. A group with no such run has one row without a run,
-/// saying whether the event has the class at all (`seatq.has_class`: a class
+/// saying whether the event has the class at all (`seatq.has_class`, written
+/// out as in [`COUNT_FREE`]: a class
 /// it does not have is `unknown_class`, not `no_adjacent_seats`). Locks are
 /// taken afterwards, on the seats chosen ([`LOCK_FREE_SEATS`]).
 pub const FREE_RUNS: &str = "
 SELECT g.ord AS grp, r.row, r.seats, r.positions, r.prices,
-       r.row IS NOT NULL OR seatq.has_class(g.event_id, g.class) AS has_class
+       r.row IS NOT NULL OR EXISTS (SELECT 1 FROM seatq.seats c WHERE c.event_id = g.event_id AND c.class = g.class AND c.state <> 'booked' /*route c.event_id*/)
+           OR EXISTS (SELECT 1 FROM seatq.seats c WHERE c.event_id = g.event_id AND c.class = g.class /*route c.event_id*/) AS has_class
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, party, ord)
 LEFT JOIN LATERAL (
     SELECT f.row_no AS row,
@@ -471,12 +480,16 @@ WITH b AS (
         AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited, token_hash, customer_key)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
+), t AS (
+    -- Now, as a column: Citus refuses a function that is not IMMUTABLE
+    -- inside a CASE of a modification.
+    SELECT now() AS now
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited,
                                 token_hash, customer_key)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
-                THEN least(now() + b.hold_secs * interval '1 second',
+                THEN least(seatq.secs_after(t.now, b.hold_secs),
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id,
            b.producer,
@@ -486,6 +499,7 @@ WITH b AS (
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)
+    CROSS JOIN t
     WHERE true /*route b.event_id*/
     RETURNING id, request_id, event_id, state, held_until
 ), taken AS (

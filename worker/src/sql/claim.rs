@@ -97,6 +97,11 @@ WITH o AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
         id bigint, status seatq.request_status, result jsonb, error_code text, error_message text,
         retry_in_ms bigint, contended int, failed_attempt boolean)
+), t AS (
+    -- The times, as columns: Citus refuses a function that is not
+    -- IMMUTABLE inside a CASE or COALESCE of an UPDATE. The batch's work is
+    -- done when this statement begins.
+    SELECT now() AS now, statement_timestamp() AS finished
 ), updated AS (
     UPDATE seatq.requests r SET
         status = o.status,
@@ -107,11 +112,10 @@ WITH o AS (
         attempts = r.attempts + CASE WHEN o.failed_attempt THEN 1 ELSE 0 END,
         contention_retries = r.contention_retries + coalesce(o.contended, 0),
         run_at = CASE WHEN o.retry_in_ms IS NULL THEN r.run_at
-                      ELSE seatq.secs_after(now(), o.retry_in_ms / 1000.0) END,
-        started_at = coalesce(r.started_at, now()),
-        -- When this statement began: the batch's work is done by then.
-        finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE statement_timestamp() END
-    FROM o
+                      ELSE seatq.secs_after(t.now, o.retry_in_ms / 1000.0) END,
+        started_at = coalesce(r.started_at, t.now),
+        finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE t.finished END
+    FROM o, t
     -- The = ANY makes every plan an index seek on the primary key: joined on
     -- r.id = o.id alone, a generic plan made with stale statistics may hash a
     -- sequential scan of the whole table.

@@ -3,16 +3,19 @@
 
 /// Enqueue many requests in one statement, the way a bulk producer would
 /// (no idempotency keys). Binds kinds, payloads and priorities as arrays.
+/// Each request's event is given (on Citus it decides the node).
 pub const ENQUEUE: &str = "
-INSERT INTO seatq.requests (kind, payload, priority)
-SELECT * FROM unnest($1::text[], $2::jsonb[], $3::smallint[])";
+INSERT INTO seatq.requests (event_id, kind, payload, priority)
+SELECT seatq.event_of(t.payload), t.kind, t.payload, t.priority
+FROM unnest($1::text[], $2::jsonb[], $3::smallint[]) AS t(kind, payload, priority)";
 
 /// A deep queue's history: $1 requests that finished (sold out) over the past
 /// week, inserted directly. Run with triggers off (session_replication_role),
 /// since they are not new requests.
 pub const INSERT_HISTORY: &str = "
-INSERT INTO seatq.requests (kind, payload, status, error_code, error_message, created_at, started_at, finished_at)
-SELECT 'book',
+INSERT INTO seatq.requests (event_id, kind, payload, status, error_code, error_message, created_at, started_at,
+                            finished_at)
+SELECT 1 + g % 3000, 'book',
        jsonb_build_object('event', 1 + g % 3000, 'class', 3, 'party', 2, 'customer', 'past-' || g),
        'failed', 'sold_out', '0 seat(s) of class 3 left',
        now() - (g % 604800) * interval '1 second',

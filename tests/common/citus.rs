@@ -3,6 +3,7 @@
 //! extension created in database `postgres` on each, and the workers
 //! registered with the coordinator. Stopped when dropped.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use sqlx::Connection;
@@ -12,7 +13,10 @@ use super::PrivateCluster;
 
 /// Settings every node starts with: Citus loaded, and room for its
 /// connections between nodes.
-const SETTINGS: &str = "-c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_connections=200";
+/// Each log line starts with the session's pid (`%p~`), which
+/// [`Citus::transactions`] reads.
+const SETTINGS: &str = "-c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_connections=200 \
+                        -c log_line_prefix=%p~";
 
 /// Whether Citus is installed into the server (`citus.so` beside the server's
 /// other libraries: `../shared/citus/build.sh` installs it). Without it a
@@ -70,6 +74,92 @@ impl Citus {
     /// A connection to worker node `k`.
     pub async fn node(&self, k: usize) -> PgConnection {
         connect(&self.workers[k]).await
+    }
+
+    /// A connection to the coordinator.
+    pub async fn coordinator(&self) -> PgConnection {
+        connect(&self.coordinator).await
+    }
+
+    /// Which worker node (its index in [`Citus::workers`]) keeps event `event`'s rows.
+    pub async fn node_of(&self, event: i64) -> usize {
+        let port: i32 = sqlx::query_scalar(
+            "SELECT p.nodeport FROM pg_dist_placement pl JOIN pg_dist_node p USING (groupid)
+             WHERE pl.shardid = get_shard_id_for_distribution_column('seatq.seats', $1)",
+        )
+        .bind(event)
+        .fetch_one(&mut self.coordinator().await)
+        .await
+        .expect("the event's node");
+        self.workers.iter().position(|w| i32::from(w.port) == port).expect("a worker node's port")
+    }
+
+    /// Log every command the coordinator sends to a worker node from now
+    /// on (`citus.log_remote_commands`), for [`Citus::transactions`].
+    pub async fn log_remote_commands(&self) {
+        let mut conn = self.coordinator().await;
+        for set in [
+            "ALTER SYSTEM SET citus.log_remote_commands = on",
+            "ALTER SYSTEM SET log_min_messages = notice",
+            "SELECT pg_reload_conf()",
+        ] {
+            sqlx::raw_sql(set).execute(&mut conn).await.expect("log remote commands");
+        }
+    }
+
+    /// From the coordinator's log: every distributed transaction that wrote
+    /// on a worker node (an INSERT, UPDATE, DELETE or COPY sent in it),
+    /// with the worker nodes' ports it sent anything to; and, for each
+    /// `PREPARE TRANSACTION` (a two-phase commit), the commands its session
+    /// sent before it. A transaction is known by its remote `BEGIN`
+    /// (`assign_distributed_transaction_id`) and lasts until its session
+    /// sends `COMMIT`, `ROLLBACK` or `PREPARE`.
+    pub fn writing_transactions(&self) -> (HashMap<String, BTreeSet<u16>>, Vec<String>) {
+        let log = std::fs::read_to_string(self.coordinator.log()).expect("the coordinator's log");
+        let mut nodes: HashMap<String, BTreeSet<u16>> = HashMap::new();
+        let mut wrote: BTreeSet<String> = BTreeSet::new();
+        let mut prepared = Vec::new();
+        // Per session: its open transaction, the command awaiting the
+        // DETAIL line that names its node, and its last few commands.
+        let mut open: HashMap<&str, String> = HashMap::new();
+        let mut pending: HashMap<&str, String> = HashMap::new();
+        let mut recent: HashMap<&str, Vec<String>> = HashMap::new();
+        for line in log.lines() {
+            let Some((pid, rest)) = line.split_once('~') else { continue };
+            if let Some(at) = rest.find("issuing ") {
+                let command = rest[at + "issuing ".len()..].to_string();
+                if command.starts_with("PREPARE TRANSACTION") {
+                    prepared
+                        .push(format!("session {pid}: {}", recent.get(pid).map(|r| r.join("\n")).unwrap_or_default()));
+                }
+                if let Some(at) = command.find("assign_distributed_transaction_id(") {
+                    let id = command[at..].split(')').next().unwrap_or_default().to_string();
+                    open.insert(pid, id);
+                } else if ["COMMIT", "ROLLBACK", "PREPARE"].iter().any(|c| command.starts_with(c)) {
+                    open.remove(pid);
+                }
+                let r = recent.entry(pid).or_default();
+                r.push(command.chars().take(200).collect());
+                if r.len() > 6 {
+                    r.remove(0);
+                }
+                pending.insert(pid, command);
+            } else if let Some(at) = rest.find("DETAIL:  on server ") {
+                let port = rest[at..].split(':').nth(2).and_then(|p| p.split_whitespace().next());
+                let (Some(port), Some(command)) = (port.and_then(|p| p.parse().ok()), pending.remove(pid)) else {
+                    continue;
+                };
+                let Some(id) = open.get(pid) else { continue };
+                nodes.entry(id.clone()).or_default().insert(port);
+                let writes = ["INSERT", "UPDATE", "DELETE", "COPY"].iter().any(|w| command.starts_with(w))
+                    || (command.starts_with("WITH") && (command.contains(" UPDATE ") || command.contains(" DELETE ")));
+                if writes {
+                    wrote.insert(id.clone());
+                }
+            }
+        }
+        nodes.retain(|id, _| wrote.contains(id));
+        (nodes, prepared)
     }
 }
 

@@ -582,6 +582,11 @@ impl PrivateCluster {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// The server's log file.
+    pub fn log(&self) -> std::path::PathBuf {
+        self.dir.join("server.log")
+    }
+
     /// Stop (fast: sessions are cut off), stay down for `down`, start again.
     pub fn restart(&self, down: Duration) {
         self.ctl("stop");

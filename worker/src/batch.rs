@@ -64,6 +64,14 @@ pub struct Report {
     pub ticket: u64,
 }
 
+/// How a batch serves its requests: with its strategy, and routed to its
+/// one event on a database sharded by event.
+#[derive(Debug, Clone, Copy)]
+struct Serve {
+    strategy: Strategy,
+    route: Option<i64>,
+}
+
 /// A request a batch claimed: enough to count a failed attempt for it if the
 /// whole batch fails (see [`record_failed_attempt`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +127,7 @@ pub async fn run(
         }
     }
     let mut report = Report { claimed: rows.len(), ticket, ..Report::default() };
+    let serve = Serve { strategy, route };
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(report);
@@ -158,18 +167,18 @@ pub async fn run(
             break;
         }
         savepoints += 1;
-        outcomes.extend(alone(&mut tx, row, request, strategy, route, &claim, &mut report).await?);
+        outcomes.extend(alone(&mut tx, row, request, serve, &claim, &mut report).await?);
     }
     if !takers.is_empty() {
         savepoints += reserved;
-        if !take_all(&mut tx, &takers, whole, strategy, route, &claim, &mut outcomes, &mut report).await? {
+        if !take_all(&mut tx, &takers, whole, serve, &claim, &mut outcomes, &mut report).await? {
             for (row, request) in &takers {
                 // Likewise.
                 if savepoints == MAX_SAVEPOINTS {
                     break;
                 }
                 savepoints += 1;
-                outcomes.extend(alone(&mut tx, row, request, strategy, route, &claim, &mut report).await?);
+                outcomes.extend(alone(&mut tx, row, request, serve, &claim, &mut report).await?);
             }
         }
     }
@@ -263,11 +272,11 @@ async fn alone(
     tx: &mut PgConnection,
     row: &Claimed,
     request: &Request,
-    strategy: Strategy,
-    route: Option<i64>,
+    serve: Serve,
     claim: &Claim<'_>,
     report: &mut Report,
 ) -> Result<Option<Outcome>, ProcessError> {
+    let Serve { strategy, route } = serve;
     let retries = retries_of(claim, row.id);
     let mut savepoint = tx.begin().await?;
     // A panic while processing one request fails that request (counted as an
@@ -302,12 +311,12 @@ async fn take_all(
     tx: &mut PgConnection,
     takers: &[&(&Claimed, Request)],
     whole: bool,
-    strategy: Strategy,
-    route: Option<i64>,
+    serve: Serve,
     claim: &Claim<'_>,
     outcomes: &mut Vec<Outcome>,
     report: &mut Report,
 ) -> Result<bool, ProcessError> {
+    let Serve { strategy, route } = serve;
     // Customers are counted in their normal form.
     let keys: Vec<_> = takers.iter().map(|(_, request)| customer::normal_form(request.customer())).collect();
     let wanted: Vec<Wanted> = takers

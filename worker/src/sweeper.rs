@@ -48,7 +48,10 @@ pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
     if !seatq_core::citus::distributed(&mut conn).await? {
         return sweep_one(&mut conn, None).await;
     }
-    let events = expiry::EventsWithLapsedHolds.query().fetch_all(&mut *conn).await?;
+    let mut events = expiry::EventsWithLapsedHolds { bookings: false }.query().fetch_all(&mut *conn).await?;
+    events.extend(expiry::EventsWithLapsedHolds { bookings: true }.query().fetch_all(&mut *conn).await?);
+    events.sort_unstable();
+    events.dedup();
     let (mut total, mut more) = (Swept::default(), false);
     for event in events {
         let (swept, left) = sweep_one(&mut conn, Some(event)).await?;

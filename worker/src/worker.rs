@@ -406,10 +406,10 @@ impl Worker {
         // are woken by the agenda's events, not told the queue is drained.)
         let wake = wake.filter(|_| route.is_none());
         let first = batch::run(&self.pool, Claim::Next(limit), route, strategy, &self.metrics, in_hand, wake).await?;
-        if let (Some(agenda), Some(event)) = (agenda, route) {
-            if (first.claimed as i64) < limit {
-                agenda.drained(event);
-            }
+        if let (Some(agenda), Some(event)) = (agenda, route)
+            && (first.claimed as i64) < limit
+        {
+            agenda.drained(event);
         }
         let first_contended = first.contended.len();
         let mut finished = first.finished;

@@ -8,7 +8,7 @@
 //! [`crate::sql`]).
 
 use chrono::{DateTime, Utc};
-use seatq_core::outcome::{BookingState, SeatInfo};
+use seatq_core::outcome::{BookingState, SeatInfo, SeatState};
 
 use seatq_core::sql::route::{BindRoute as _, Routable};
 
@@ -480,16 +480,12 @@ WITH b AS (
         AS b(request_id, event_id, customer, state, total_cents, hold_secs, producer, limited, token_hash, customer_key)
 ), s AS (
     SELECT * FROM unnest($7::bigint[], $8::bigint[], $9::int[]) AS s(request_id, event_id, seat_no)
-), t AS (
-    -- Now, as a column: Citus refuses a function that is not IMMUTABLE
-    -- inside a CASE of a modification.
-    SELECT now() AS now
 ), booking AS (
     INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, limited,
                                 token_hash, customer_key)
     SELECT b.event_id, b.customer, b.state, g.seats, b.total_cents,
            CASE WHEN b.hold_secs IS NOT NULL
-                THEN least(seatq.secs_after(t.now, b.hold_secs),
+                THEN least(now() + b.hold_secs * interval '1 second',
                            (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = b.event_id)) END,
            b.request_id,
            b.producer,
@@ -499,21 +495,17 @@ WITH b AS (
     FROM b
     JOIN (SELECT request_id, array_agg(seat_no ORDER BY seat_no) AS seats FROM s GROUP BY request_id) g
         USING (request_id)
-    CROSS JOIN t
-    WHERE true /*route b.event_id*/
     RETURNING id, request_id, event_id, state, held_until
 ), taken AS (
     UPDATE seatq.seats t
-    SET state = CASE booking.state WHEN 'held' THEN 'held'::seatq.seat_state ELSE 'booked'::seatq.seat_state END,
-        booking_id = booking.id, held_until = booking.held_until
+    SET state = booking.state::text::seatq.seat_state, booking_id = booking.id, held_until = booking.held_until
     FROM s JOIN booking USING (request_id)
-    WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no /*route t.event_id*/
+    WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no
     RETURNING t.booking_id
 )
 SELECT booking.request_id, booking.id AS booking, booking.held_until, coalesce(n.taken, 0) AS taken
 FROM booking
 LEFT JOIN (SELECT booking_id, count(*) AS taken FROM taken GROUP BY booking_id) n ON n.booking_id = booking.id";
-static ROUTED_TAKE_SEATS: Routable = Routable::new(TAKE_SEATS);
 
 /// The parameters of [`TAKE_SEATS`]: booking k is made for request
 /// `requests[k]`, with every seat j whose `seat_requests[j]` is that request.
@@ -548,13 +540,11 @@ pub struct TakeSeats<'a> {
     /// and its customer in normal form (who the per-customer limit counts;
     /// none where that is the name as given).
     pub customer_keys: &'a [Option<&'a str>],
-    /// The one event of every booking, as [`LockCheapest::route`].
-    pub route: Option<i64>,
 }
 
 impl<'a> TakeSeats<'a> {
     pub fn query(&self) -> Rows<'a, BookingMade> {
-        sqlx::query_as(ROUTED_TAKE_SEATS.text(self.route))
+        sqlx::query_as(TAKE_SEATS)
             .bind(self.requests)
             .bind(self.events)
             .bind(self.customers)
@@ -568,11 +558,155 @@ impl<'a> TakeSeats<'a> {
             .bind(self.limited)
             .bind(self.token_hashes)
             .bind(self.customer_keys)
+    }
+}
+
+/// For a batch routed to one event (Citus), when its sales end
+/// (`seatq.sales_end`; none: no end) and the transaction's time: a hold
+/// made now lasts until the earlier of its time and that end ([`SalesEnd`]).
+pub const SALES_END: &str = "
+SELECT now() AS now, (SELECT seatq.sales_end(e.sales_until, e.closed_at) FROM seatq.events e WHERE e.id = $1) AS ends";
+
+/// The parameters of [`SALES_END`].
+#[derive(Debug, Clone, Copy)]
+pub struct SalesEnd {
+    pub event: i64,
+}
+
+impl SalesEnd {
+    pub fn query(&self) -> Rows<'static, SalesEndRow> {
+        sqlx::query_as(SALES_END).bind(self.event)
+    }
+}
+
+/// A row of [`SALES_END`].
+#[derive(Debug, sqlx::FromRow)]
+pub struct SalesEndRow {
+    pub now: DateTime<Utc>,
+    pub ends: Option<DateTime<Utc>>,
+}
+
+/// [`TAKE_SEATS`]'s first half, for a batch routed to one event (Citus):
+/// create `rows` bookings of one event in one multi-row `VALUES`
+/// ([`InsertBookings`]), returning each one's request, id and expiry.
+/// Citus sends a multi-row insert of one event to its node alone and
+/// commits it there in one phase; an `INSERT ... SELECT` from the
+/// parameters (as [`TAKE_SEATS`]'s) it computes on the coordinator and
+/// copies to the node, which it always commits in two. The text is made
+/// once for each number of rows a batch has (at most `MAX_BATCH_SIZE`), from
+/// that number alone; [`TAKE_BOOKED_SEATS`] then gives the bookings their
+/// seats.
+pub fn insert_bookings(rows: usize) -> &'static str {
+    static TEXTS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    while texts.len() <= rows {
+        let n = texts.len();
+        let values: Vec<String> = (0..n)
+            .map(|k| {
+                let p: Vec<String> =
+                    (1..=INSERT_BOOKING_COLUMNS).map(|c| format!("${}", k * INSERT_BOOKING_COLUMNS + c)).collect();
+                format!("({})", p.join(", "))
+            })
+            .collect();
+        // Made once per number of rows and kept for the process's life: a
+        // prepared statement's text must outlive its cache entry.
+        let text = format!(
+            "INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer, \
+             limited, token_hash, customer_key) VALUES {} RETURNING request_id, id AS booking, held_until, 0::bigint AS taken",
+            values.join(", ")
+        );
+        texts.push(Box::leak(text.into_boxed_str()));
+    }
+    texts[rows]
+}
+
+/// Parameters a row of [`insert_bookings`] binds.
+const INSERT_BOOKING_COLUMNS: usize = 11;
+
+/// One booking of [`insert_bookings`].
+#[derive(Debug, Clone, Copy)]
+pub struct NewBooking<'a> {
+    pub event: i64,
+    pub customer: &'a str,
+    pub state: BookingState,
+    pub seats: &'a [i32],
+    pub total_cents: i64,
+    pub held_until: Option<DateTime<Utc>>,
+    pub request: i64,
+    pub producer: &'a str,
+    pub limited: bool,
+    pub token_hash: Option<&'a [u8]>,
+    pub customer_key: Option<&'a str>,
+}
+
+/// The parameters of [`insert_bookings`]: the bookings, of one event.
+#[derive(Debug, Clone, Copy)]
+pub struct InsertBookings<'a> {
+    pub bookings: &'a [NewBooking<'a>],
+}
+
+impl<'a> InsertBookings<'a> {
+    pub fn query(&self) -> Rows<'a, BookingMade> {
+        let mut query = sqlx::query_as(insert_bookings(self.bookings.len()));
+        for b in self.bookings {
+            query = query
+                .bind(b.event)
+                .bind(b.customer)
+                .bind(b.state)
+                .bind(b.seats)
+                .bind(b.total_cents)
+                .bind(b.held_until)
+                .bind(b.request)
+                .bind(b.producer)
+                .bind(b.limited)
+                .bind(b.token_hash)
+                .bind(b.customer_key);
+        }
+        query
+    }
+}
+
+/// [`TAKE_SEATS`]'s second half, routed ([`TakeBookedSeats`]): give each
+/// (locked) seat to its booking, in its state; returns the booking of each
+/// seat changed.
+pub const TAKE_BOOKED_SEATS: &str = "
+WITH s AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::seatq.seat_state[], $5::timestamptz[])
+        AS s(event_id, seat_no, booking_id, state, held_until)
+)
+UPDATE seatq.seats t SET state = s.state, booking_id = s.booking_id, held_until = s.held_until
+FROM s
+WHERE t.event_id = s.event_id AND t.seat_no = s.seat_no /*route t.event_id*/
+RETURNING t.booking_id";
+static ROUTED_TAKE_BOOKED_SEATS: Routable = Routable::new(TAKE_BOOKED_SEATS);
+
+/// The parameters of [`TAKE_BOOKED_SEATS`]: seat k of event `events[k]`,
+/// numbered `seats[k]`, goes to booking `bookings[k]` in state `states[k]`
+/// until `held_until[k]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TakeBookedSeats<'a> {
+    pub events: &'a [i64],
+    pub seats: &'a [i32],
+    pub bookings: &'a [i64],
+    pub states: &'a [SeatState],
+    pub held_until: &'a [Option<DateTime<Utc>>],
+    /// Their one event.
+    pub route: Option<i64>,
+}
+
+impl<'a> TakeBookedSeats<'a> {
+    pub fn query(&self) -> Scalars<'a, Option<i64>> {
+        sqlx::query_scalar(ROUTED_TAKE_BOOKED_SEATS.text(self.route))
+            .bind(self.events)
+            .bind(self.seats)
+            .bind(self.bookings)
+            .bind(self.states)
+            .bind(self.held_until)
             .route(self.route)
     }
 }
 
-/// A row of [`TAKE_SEATS`]: a booking made.
+/// A row of [`TAKE_SEATS`] (and of [`insert_bookings`], `taken` then 0): a booking made.
 #[derive(Debug, sqlx::FromRow)]
 pub struct BookingMade {
     /// The request it was made for.

@@ -75,21 +75,28 @@ impl SweepBookings {
     }
 }
 
-/// The events with lapsed holds not yet swept (at most 1,000 a pass), on a
+/// The events with lapsed seats not yet swept (at most 1,000 a pass), on a
 /// database sharded by event, where a sweep is routed to one event at a
-/// time. A read over every shard, without locks.
-pub const EVENTS_WITH_LAPSED_HOLDS: &str = "
-SELECT event_id FROM seatq.seats WHERE seatq.is_lapsed(state, held_until)
-UNION
-SELECT event_id FROM seatq.bookings WHERE seatq.is_lapsed(state, held_until)
-LIMIT 1000";
+/// time; [`EVENTS_WITH_LAPSED_BOOKINGS`] the same of holds. A read over
+/// every shard, without locks (two, not a UNION: Citus runs a UNION over
+/// shards as a transaction on every node).
+pub const EVENTS_WITH_LAPSED_SEATS: &str =
+    "SELECT DISTINCT event_id FROM seatq.seats WHERE seatq.is_lapsed(state, held_until) LIMIT 1000";
 
-/// The parameters of [`EVENTS_WITH_LAPSED_HOLDS`]: none.
+/// See [`EVENTS_WITH_LAPSED_SEATS`].
+pub const EVENTS_WITH_LAPSED_BOOKINGS: &str =
+    "SELECT DISTINCT event_id FROM seatq.bookings WHERE seatq.is_lapsed(state, held_until) LIMIT 1000";
+
+/// The parameters of [`EVENTS_WITH_LAPSED_SEATS`] and
+/// [`EVENTS_WITH_LAPSED_BOOKINGS`]: which of the two.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct EventsWithLapsedHolds;
+pub struct EventsWithLapsedHolds {
+    /// Of bookings, not seats.
+    pub bookings: bool,
+}
 
 impl EventsWithLapsedHolds {
     pub fn query(&self) -> Scalars<'static, i64> {
-        sqlx::query_scalar(EVENTS_WITH_LAPSED_HOLDS)
+        sqlx::query_scalar(if self.bookings { EVENTS_WITH_LAPSED_BOOKINGS } else { EVENTS_WITH_LAPSED_SEATS })
     }
 }

@@ -302,3 +302,16 @@ $$;
 REVOKE ALL ON FUNCTION seatq.event_of(jsonb), seatq.distributed(), seatq.secs_after(timestamptz, float8) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION seatq.event_of(jsonb), seatq.distributed(), seatq.secs_after(timestamptz, float8)
 TO seatq_producer, seatq_worker, seatq_admin;
+
+-- seatq.cut_holds as 0008_event_checks.sql made it, in PL/pgSQL: Citus
+-- cannot plan a SQL function's statements over distributed tables with
+-- parameters in them.
+CREATE OR REPLACE FUNCTION seatq.cut_holds(p_event bigint, p_until timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE seatq.seats SET held_until = p_until
+    WHERE event_id = p_event AND state = 'held' AND held_until > p_until;
+    UPDATE seatq.bookings SET held_until = p_until
+    WHERE event_id = p_event AND state = 'held' AND held_until > p_until;
+END
+$$;

@@ -167,6 +167,22 @@ async fn holds_books_confirms_cancels_and_extends_each_on_its_events_node() {
     assert_eq!(codes, ["booking_not_found", "succeeded", "succeeded", "succeeded"], "{records:?}");
     assert_eq!(client.seats_taken(b.event).await.expect("seats"), 15, "the cancelled hold's seats are free");
 
+    // Closing an event cuts its holds and stops its sales; a limit given
+    // later counts the bookings made before it.
+    let (closed, limited) = (events[6], events[7]);
+    assert!(client.close_event(closed).await.expect("close"));
+    let late = client.enqueue(Request::Hold(hold(closed, 2, 1, "late"))).await.expect("enqueue");
+    let late = client.wait(late, WITHIN).await.expect("wait");
+    assert_eq!(code(&late), "sales_closed", "{late:?}");
+    let changes = seatq::EventChanges { per_customer: Some(3), ..Default::default() };
+    assert!(client.edit_event(limited, &changes).await.expect("edit"));
+    let counted: i64 = sqlx::query_scalar("SELECT count(*) FROM seatq.bookings WHERE event_id = $1 AND limited")
+        .bind(limited)
+        .fetch_one(client.pool())
+        .await
+        .expect("count");
+    assert_eq!(counted, 6, "the event's 6 bookings count toward its new limit");
+
     workers.stop().await;
     assert_invariants(&client).await;
 }

@@ -129,8 +129,11 @@ impl Client {
     /// move `sales_until` a few minutes ahead with [`Client::edit_event`]
     /// instead). Whether the event exists.
     pub async fn close_event(&self, event: i64) -> Result<bool, Error> {
-        let closed = sql::CloseEvent { event }.query().fetch_optional(&self.db).await?;
-        Ok(closed.is_some())
+        let mut tx = self.db.begin().await?;
+        sql::CloseEvent { event }.query().execute(&mut tx).await?;
+        let found = sql::CutHolds { event }.query().fetch_optional(&mut tx).await?;
+        tx.commit().await?;
+        Ok(found.is_some())
     }
 
     /// Change event `event`'s fields: each of `changes` that is set replaces
@@ -143,8 +146,10 @@ impl Client {
         let Some(mut edited) = sql::LockEvent { event }.query().fetch_optional(&mut tx).await? else {
             return Ok(false);
         };
+        let limit_added = edited.per_customer.is_none();
         changes.apply_to(&mut edited);
         edited.check()?;
+        let limit_added = limit_added && edited.per_customer.is_some();
         let edit = sql::EditEvent {
             event,
             name: &edited.name,
@@ -161,9 +166,14 @@ impl Client {
                 Err(self.name_taken(&edited.name).await)
             }
             Err(e) => Err(e.into()),
-            Ok(done) => {
+            Ok(None) => Ok(false),
+            Ok(Some(_)) => {
+                sql::CutHolds { event }.query().fetch_optional(&mut tx).await?;
+                if limit_added {
+                    sql::CountTowardLimit { event }.query().execute(&mut tx).await?;
+                }
                 tx.commit().await?;
-                Ok(done.is_some())
+                Ok(true)
             }
         }
     }

@@ -261,15 +261,9 @@ pub struct SeatGroup {
     pub max_price_cents: i32,
 }
 
-/// Stop event $1's sales now ([`CloseEvent`]; kept if already closed), and cut its live
-/// holds to that moment, seats and bookings alike: a hold never outlives its
-/// event's sales, so they lapse at once (confirm is then `hold_expired`) and
-/// the sweeper releases them (`seatq.cut_holds`). Whether the event exists.
-pub(crate) const CLOSE_EVENT: &str = "
-WITH closed AS (
-    UPDATE seatq.events SET closed_at = coalesce(closed_at, now()) WHERE id = $1 RETURNING id, closed_at
-)
-SELECT id FROM closed, seatq.cut_holds(id, closed_at)";
+/// Stop event $1's sales now ([`CloseEvent`]; kept if already closed). Its
+/// live holds are then cut ([`CutHolds`]).
+pub(crate) const CLOSE_EVENT: &str = "UPDATE seatq.events SET closed_at = now() WHERE id = $1 AND closed_at IS NULL";
 
 /// The parameters of [`CLOSE_EVENT`].
 #[derive(Debug, Clone, Copy)]
@@ -278,8 +272,49 @@ pub(crate) struct CloseEvent {
 }
 
 impl CloseEvent {
+    pub(crate) fn query(&self) -> Effect<'static> {
+        sqlx::query(CLOSE_EVENT).bind(self.event)
+    }
+}
+
+/// Cut event $1's live holds to the end of its sales (`seatq.sales_end`),
+/// seats and bookings alike ([`CutHolds`]): a hold never outlives its
+/// event's sales, so on a closed event they lapse at once (confirm is then
+/// `hold_expired`) and the sweeper releases them (`seatq.cut_holds`); moving
+/// `sales_until` earlier shortens the holds already made, as it caps new
+/// ones. A row when the event exists. (A statement of its own, after the
+/// change to the event: on Citus a change to the events' table and a function
+/// over the bookings' cannot be one statement.)
+pub(crate) const CUT_HOLDS: &str = "
+SELECT id FROM seatq.events, seatq.cut_holds(id, seatq.sales_end(sales_until, closed_at)) WHERE id = $1";
+
+/// The parameters of [`CUT_HOLDS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CutHolds {
+    pub(crate) event: i64,
+}
+
+impl CutHolds {
     pub(crate) fn query(&self) -> Scalars<'static, i64> {
-        sqlx::query_scalar(CLOSE_EVENT).bind(self.event)
+        sqlx::query_scalar(CUT_HOLDS).bind(self.event)
+    }
+}
+
+/// Count event $1's bookings toward the per-customer limit it was just
+/// given ([`CountTowardLimit`]). On one server the trigger
+/// `events_limit_added` has done so already; on Citus, where a trigger on
+/// the events' table cannot reach the bookings' nodes, this does.
+pub(crate) const COUNT_TOWARD_LIMIT: &str = "UPDATE seatq.bookings SET limited = true WHERE event_id = $1 AND NOT limited";
+
+/// The parameters of [`COUNT_TOWARD_LIMIT`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CountTowardLimit {
+    pub(crate) event: i64,
+}
+
+impl CountTowardLimit {
+    pub(crate) fn query(&self) -> Effect<'static> {
+        sqlx::query(COUNT_TOWARD_LIMIT).bind(self.event)
     }
 }
 
@@ -302,18 +337,14 @@ impl LockEvent {
 }
 
 /// Set event $1's name ($2), venue ($3), start ($4), sales window ($5,
-/// $6) and per-customer limit ($7) ([`EditEvent`]), and cut its live holds to the end of
-/// its sales (`seatq.sales_end`), seats and bookings alike: moving
-/// `sales_until` earlier shortens the holds already made, as it caps new
-/// ones. A limit set or changed counts from then on (`events_limit_added`).
+/// $6) and per-customer limit ($7) ([`EditEvent`]); its live holds are then
+/// cut to the end of its sales ([`CutHolds`]). A limit set or changed counts
+/// from then on (`events_limit_added`, [`CountTowardLimit`]).
 pub(crate) const EDIT_EVENT: &str = "
-WITH edited AS (
-    UPDATE seatq.events
-    SET name = $2, venue = $3, starts_at = $4, sales_from = $5, sales_until = $6, per_customer = $7
-    WHERE id = $1
-    RETURNING id, seatq.sales_end(sales_until, closed_at) AS sales_end
-)
-SELECT id FROM edited, seatq.cut_holds(id, sales_end)";
+UPDATE seatq.events
+SET name = $2, venue = $3, starts_at = $4, sales_from = $5, sales_until = $6, per_customer = $7
+WHERE id = $1
+RETURNING id";
 
 /// The parameters of [`EDIT_EVENT`]: the event, and every field it is to
 /// have (those unchanged as they were).
@@ -345,7 +376,7 @@ impl<'a> EditEvent<'a> {
 /// cancelled: history), or a request naming it still queued.
 pub(crate) const EVENT_IN_USE: &str = "
 SELECT EXISTS (SELECT 1 FROM seatq.bookings WHERE event_id = $1)
-    OR EXISTS (SELECT 1 FROM seatq.requests WHERE status = 'queued' AND payload -> 'event' = to_jsonb($1::bigint))";
+    OR EXISTS (SELECT 1 FROM seatq.requests WHERE event_id = $1 AND status = 'queued')";
 
 /// The parameters of [`EVENT_IN_USE`].
 #[derive(Debug, Clone, Copy)]

@@ -27,6 +27,9 @@ $$;
 ALTER TABLE seatq.requests ADD COLUMN event_id bigint;
 UPDATE seatq.requests SET event_id = seatq.event_of(payload);
 ALTER TABLE seatq.requests ALTER COLUMN event_id SET NOT NULL;
+-- Producers may give it (seatq.enqueue does; on Citus every insert must),
+-- and the insert trigger holds it to the payload's event.
+GRANT INSERT (event_id) ON seatq.requests TO seatq_producer;
 
 -- The insert trigger, as 0009_hold_tokens.sql made it, and then the event:
 -- taken from the payload where the insert gives none; an insert giving
@@ -41,6 +44,19 @@ DECLARE
     v_token jsonb := CASE WHEN jsonb_typeof(NEW.payload) = 'object' THEN NEW.payload -> 'token' END;
     v_event bigint := seatq.event_of(NEW.payload);
 BEGIN
+    -- A new request has no outcome yet. On one server the producers' INSERT
+    -- grant leaves the outcome's columns out; on Citus, which writes every
+    -- column to the shard, producers are granted the whole table
+    -- (core/src/citus.sql) and this holds them to it instead.
+    IF (NEW.status <> 'queued' OR NEW.result IS NOT NULL OR NEW.error_code IS NOT NULL
+        OR NEW.error_message IS NOT NULL OR NEW.attempts <> 0 OR NEW.started_at IS NOT NULL
+        OR NEW.finished_at IS NOT NULL)
+       AND pg_has_role(current_user, 'seatq_producer', 'USAGE')
+       AND NOT pg_has_role(current_user, 'seatq_admin', 'USAGE')
+       AND NOT pg_has_role(current_user, 'seatq_worker', 'USAGE') THEN
+        RAISE EXCEPTION 'permission denied: a producer inserts requests, not their outcomes'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     IF NEW.event_id IS NULL THEN
         NEW.event_id := v_event;
     ELSIF NEW.event_id <> v_event THEN

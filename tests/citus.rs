@@ -390,3 +390,48 @@ async fn every_batch_runs_on_one_node_without_two_phase_commit() {
     assert!((0.35..=0.65).contains(&share), "bookings per node: {bookings:?}");
     assert_invariants(&client).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_see_only_their_own_requests_and_bookings() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some((cluster, client)) = cluster().await else { return };
+    let event = client.add_event("shops", 20, 10).await.expect("event");
+    for shop in ["shop_a", "shop_b"] {
+        let create = format!("CREATE ROLE {shop} LOGIN IN ROLE seatq_producer");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(client.pool()).await.expect("a producer login");
+    }
+    let as_shop = |shop: &str| format!("postgres://{shop}@127.0.0.1:{}/postgres", cluster.coordinator.port);
+    let a = Client::connect(&as_shop("shop_a")).await.expect("shop a connects");
+    let b = Client::connect(&as_shop("shop_b")).await.expect("shop b connects");
+    let workers = Workers::start(&cluster.url(), 1).await;
+    let id = a.enqueue(Request::Hold(hold(event, 1, 2, "ann"))).await.expect("enqueue");
+    let held = a.wait(id, WITHIN).await.expect("shop a reads its request");
+    assert_eq!(held.status, Status::Succeeded, "{held:?}");
+    let booking = held.booking().expect("a booking");
+    assert!(b.status(id).await.is_err(), "shop b cannot read shop a's request");
+    // Shop b cannot cancel shop a's hold, even naming it right.
+    let stranger = BookingRef { event: Some(event), booking: booking.booking, customer: "ann".into(), token: None };
+    let refused = b.enqueue(Request::Cancel(stranger)).await.expect("enqueue");
+    let refused = b.wait(refused, WITHIN).await.expect("wait");
+    assert_eq!(code(&refused), "booking_not_found", "{refused:?}");
+    let theirs: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM seatq.bookings").fetch_one(b.pool()).await.expect("count");
+    assert_eq!(theirs, 0, "shop b sees no booking of shop a");
+    assert_eq!(client.seats_taken(event).await.expect("seats"), 2, "shop a's hold stands");
+    // Nor can a producer insert an outcome, or a request as another producer.
+    for forged in [
+        format!(
+            "INSERT INTO seatq.requests (event_id, kind, payload, status, result)
+             VALUES ({event}, 'book', '{{\"event\": {event}}}', 'succeeded', '{{}}')"
+        ),
+        format!(
+            "INSERT INTO seatq.requests (event_id, kind, payload, producer)
+             VALUES ({event}, 'book', '{{\"event\": {event}}}', 'shop_a')"
+        ),
+    ] {
+        let refused = sqlx::raw_sql(sqlx::AssertSqlSafe(forged.clone())).execute(b.pool()).await;
+        assert!(refused.is_err(), "refused: {forged}");
+    }
+    workers.stop().await;
+    assert_invariants(&client).await;
+}

@@ -61,3 +61,22 @@ BEGIN
 END
 $$;
 
+
+-- The roles' rights on the distributed tables (0006_roles.sql,
+-- 0010_event_routing.sql), given again now that the tables are: Citus gives
+-- a GRANT made on a distributed table to its shards, and not those made
+-- before it was distributed. (The row-level security policies came with
+-- the tables.)
+-- Producers insert into the whole table: Citus writes every column of a new
+-- row to its shard (the defaults filled in on the coordinator), so a grant of
+-- some columns would refuse every insert there. What the column grant kept
+-- from them on one server, the policies and the insert trigger keep: the
+-- producer is theirs (producer_inserts_own), a request has no outcome
+-- (seatq.fail_invalid_request) and no token hash of theirs.
+GRANT INSERT ON seatq.requests TO seatq_producer;
+GRANT SELECT ON seatq.requests, seatq.bookings, seatq.events TO seatq_producer;
+GRANT SELECT, UPDATE ON seatq.requests TO seatq_worker;
+GRANT SELECT ON seatq.events TO seatq_worker;
+GRANT SELECT, UPDATE ON seatq.seats TO seatq_worker;
+GRANT SELECT, INSERT, UPDATE ON seatq.bookings TO seatq_worker;
+GRANT ALL ON seatq.requests, seatq.events, seatq.seats, seatq.bookings TO seatq_admin;

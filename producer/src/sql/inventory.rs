@@ -304,7 +304,8 @@ impl CutHolds {
 /// given ([`CountTowardLimit`]). On one server the trigger
 /// `events_limit_added` has done so already; on Citus, where a trigger on
 /// the events' table cannot reach the bookings' nodes, this does.
-pub(crate) const COUNT_TOWARD_LIMIT: &str = "UPDATE seatq.bookings SET limited = true WHERE event_id = $1 AND NOT limited";
+pub(crate) const COUNT_TOWARD_LIMIT: &str =
+    "UPDATE seatq.bookings SET limited = true WHERE event_id = $1 AND NOT limited";
 
 /// The parameters of [`COUNT_TOWARD_LIMIT`].
 #[derive(Debug, Clone, Copy)]

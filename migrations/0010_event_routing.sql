@@ -24,17 +24,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT false
 $$;
 
+-- 0 until the insert trigger reads the payload's (a row written with the
+-- triggers off keeps 0; on one server the column only informs). The Citus
+-- layout drops the default: there every insert must give the event.
 ALTER TABLE seatq.requests ADD COLUMN event_id bigint;
 UPDATE seatq.requests SET event_id = seatq.event_of(payload);
-ALTER TABLE seatq.requests ALTER COLUMN event_id SET NOT NULL;
+ALTER TABLE seatq.requests ALTER COLUMN event_id SET NOT NULL, ALTER COLUMN event_id SET DEFAULT 0;
 -- Producers may give it (seatq.enqueue does; on Citus every insert must),
 -- and the insert trigger holds it to the payload's event.
 GRANT INSERT (event_id) ON seatq.requests TO seatq_producer;
 
 -- The insert trigger, as 0009_hold_tokens.sql made it, and then the event:
--- taken from the payload where the insert gives none; an insert giving
--- another than the payload's is refused (on Citus every insert gives it,
--- since it decides which node keeps the row before any trigger runs).
+-- taken from the payload where the insert gives none (0, the default); an
+-- insert giving another than the payload's is refused (on Citus every
+-- insert gives it, since it decides which node keeps the row before any
+-- trigger runs).
 CREATE OR REPLACE FUNCTION seatq.fail_invalid_request() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -57,7 +61,7 @@ BEGIN
         RAISE EXCEPTION 'permission denied: a producer inserts requests, not their outcomes'
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF NEW.event_id IS NULL THEN
+    IF NEW.event_id = 0 AND NOT seatq.distributed() THEN
         NEW.event_id := v_event;
     ELSIF NEW.event_id <> v_event THEN
         RAISE EXCEPTION 'event_id % does not match the event its payload names (%)', NEW.event_id, v_event
@@ -129,7 +133,8 @@ DECLARE
                           THEN p_payload -> 'event' END;
 BEGIN
     SELECT e.code, e.message INTO code, message
-    FROM seatq.request_error_of_fields(p_kind, seatq.without_token(p_payload) - CASE WHEN v_event IS NULL THEN '' ELSE 'event' END) e;
+    FROM seatq.request_error_of_fields(
+        p_kind, CASE WHEN v_event IS NULL THEN seatq.without_token(p_payload) ELSE seatq.without_token(p_payload) - 'event' END) e;
     IF code = 'unknown_field' THEN
         message := message || CASE WHEN p_kind IN ('confirm', 'cancel', 'extend') THEN ', event, token' ELSE ', token' END;
     END IF;
@@ -225,9 +230,10 @@ END
 $$;
 
 -- seatq.check_invariants as 0005_invariants.sql made it, with every join
--- of a booking to its seats or its request on the event too: the same
--- answer (a booking's seats and request are its event's), and on Citus a
--- join of colocated shards, each node checking its own. PL/pgSQL: Citus
+-- of a booking to its seats on the event too, and on Citus to its request
+-- (where every request has its event; on one server a row written with the
+-- triggers off may not): the same answer, and on Citus a join of colocated
+-- shards, each node checking its own. PL/pgSQL: Citus
 -- cannot plan a SQL function's query over distributed tables with a
 -- parameter in it (p_drained).
 CREATE OR REPLACE FUNCTION seatq.check_invariants(p_drained boolean DEFAULT false)
@@ -286,7 +292,7 @@ BEGIN
     SELECT 'booking_without_outcome',
            format('booking %s was made by request %s, which is %s', b.id, b.request_id, r.status)
     FROM seatq.bookings b
-    JOIN seatq.requests r ON r.event_id = b.event_id AND r.id = b.request_id
+    JOIN seatq.requests r ON r.id = b.request_id AND (r.event_id = b.event_id OR NOT seatq.distributed())
     WHERE r.status <> 'succeeded'
        OR r.kind NOT IN ('hold', 'book')
        OR (r.result ->> 'booking')::bigint IS DISTINCT FROM b.id
@@ -295,7 +301,8 @@ BEGIN
     SELECT 'outcome_without_booking',
            format('request %s reports booking %s, which it did not make', r.id, r.result ->> 'booking')
     FROM seatq.requests r
-    LEFT JOIN seatq.bookings b ON b.event_id = r.event_id AND b.id = (r.result ->> 'booking')::bigint
+    LEFT JOIN seatq.bookings b
+        ON b.id = (r.result ->> 'booking')::bigint AND (b.event_id = r.event_id OR NOT seatq.distributed())
     WHERE r.status = 'succeeded' AND r.kind IN ('hold', 'book')
       AND (b.id IS NULL OR b.request_id <> r.id
            OR cardinality(b.seats) <> jsonb_array_length(r.result -> 'seats'))

@@ -14,7 +14,8 @@
 -- index: a request and a booking are known by (event, id), and an
 -- idempotency key is unique per producer and event (docs/operations.md
 -- "Running on Citus"). The claim seeks one event's queued requests.
-ALTER TABLE seatq.requests DROP CONSTRAINT requests_pkey, ADD PRIMARY KEY (event_id, id);
+ALTER TABLE seatq.requests DROP CONSTRAINT requests_pkey, ADD PRIMARY KEY (event_id, id),
+    ALTER COLUMN event_id DROP DEFAULT;
 DROP INDEX seatq.requests_idempotency_key;
 CREATE UNIQUE INDEX requests_idempotency_key ON seatq.requests (event_id, producer, idempotency_key)
     WHERE idempotency_key IS NOT NULL;

@@ -282,6 +282,8 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     if event.is_none() && token.is_none() {
         return check_without_token(kind, payload);
     }
+    // U+0000 anywhere refuses the whole payload first, as jsonb does.
+    check_no_nul("payload", payload)?;
     let mut rest = map.clone();
     rest.remove(TOKEN);
     if event.is_some() {

@@ -122,6 +122,14 @@ struct Args {
     /// Prefix of the benchmark's database names.
     #[arg(long, default_value = "seatq_bench")]
     db_prefix: String,
+    /// The server is a Citus coordinator (docs/operations.md, "Running on
+    /// Citus"): every run uses the database of --database-url itself (a
+    /// Citus database needs the extension and the nodes registered, which a
+    /// copy has not), its seatq schema dropped and seeded afresh before each
+    /// run, laid out sharded by event; the report adds each node's share of
+    /// the database CPU.
+    #[arg(long)]
+    citus: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -151,7 +159,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
     if !args.db_prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
         anyhow::bail!("--db-prefix may hold only lower-case letters, digits and underscores");
     }
-    let server = run::Server::new(&args.database_url)?;
+    let server = run::Server::new(&args.database_url, args.citus)?;
     let log_dir = std::env::temp_dir().join("seatq-bench");
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
 
@@ -160,10 +168,13 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
         let scenario: Scenario = name.parse().map_err(anyhow::Error::msg)?;
         let d = scenario.defaults();
         let template = format!("{}_{}", args.db_prefix, scenario.name().replace('-', "_"));
-        eprintln!("{scenario}: seeding {template}");
-        run::prepare(&server, &template, scenario, args.scale, args.flights as usize)
-            .await
-            .with_context(|| format!("seeding {name}"))?;
+        // (On Citus every run seeds afresh, in the coordinator's database.)
+        if !server.citus {
+            eprintln!("{scenario}: seeding {template}");
+            run::prepare(&server, &template, scenario, args.scale, args.flights as usize)
+                .await
+                .with_context(|| format!("seeding {name}"))?;
+        }
         // With readers, each strategy runs without them and with them, in turn.
         let with_readers = (args.readers > 0.0)
             .then(|| PageViews { per_sec: args.readers, max_age: Duration::from_millis(args.readers_max_age_ms) });
@@ -264,11 +275,19 @@ async fn run_once(
     log_dir: &std::path::Path,
     args: &Args,
 ) -> anyhow::Result<run::Measured> {
+    if server.citus {
+        run::prepare(server, template, plan.scenario, args.scale, args.flights as usize)
+            .await
+            .with_context(|| format!("seeding {} afresh", plan.scenario))?;
+    }
     let measured = run::run(server, template, db, plan, log_dir)
         .await
         .with_context(|| format!("{} / {} ({})", plan.scenario, plan.strategy, plan.describe()))?;
     if !args.json {
         eprintln!("{}", report::line(&measured));
+        if let Some(nodes) = &measured.node_cpu_secs {
+            eprintln!("  database CPU by node: {}", report::shares(nodes));
+        }
     }
     Ok(measured)
 }

@@ -136,3 +136,27 @@ pub fn peak_rss_mib(pid: u32) -> Option<f64> {
 
 /// Clock ticks per second in /proc times (USER_HZ, 100 on Linux).
 const CLOCK_TICKS: f64 = 100.0;
+
+/// The parent of a process, if /proc shows it.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// CPU seconds a PostgreSQL server has used so far: its postmaster's own,
+/// that of its processes still running, and that of those that have ended
+/// (the postmaster's children times), so that two samples' difference counts
+/// the sessions that came and went between them. `None` if /proc does not
+/// show the postmaster (a server on another machine).
+pub fn server_cpu_secs(postmaster: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{postmaster}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let mut ticks: f64 = [11, 12, 13, 14].iter().filter_map(|&i| fields.get(i)?.parse::<f64>().ok()).sum();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if parent(pid) == Some(postmaster) {
+            ticks += cpu_secs(pid).map_or(0.0, |s| s * CLOCK_TICKS);
+        }
+    }
+    Some(ticks / CLOCK_TICKS)
+}

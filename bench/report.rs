@@ -159,3 +159,15 @@ fn beside<'a>(results: &'a [Measured], m: &Measured, other: impl Fn(&Measured) -
         .find(|o| o.scenario == m.scenario && o.strategy == m.strategy && other(o))
         .filter(|o| o.requests_per_sec > 0.0)
 }
+
+/// Each node's share of the database CPU of a run, as `host:port 12%`.
+pub fn shares(nodes: &[(String, f64)]) -> String {
+    let total: f64 = nodes.iter().map(|(_, s)| s).sum();
+    nodes
+        .iter()
+        .map(|(node, secs)| {
+            format!("{node} {:.0}% ({secs:.1} s)", if total > 0.0 { secs / total * 100.0 } else { 0.0 })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

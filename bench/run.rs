@@ -131,6 +131,10 @@ pub struct Measured {
     /// serving them (when the server runs on this machine).
     pub worker_cpu_secs: Option<f64>,
     pub db_cpu_secs: Option<f64>,
+    /// On Citus, the CPU seconds each node's server used during the run
+    /// (coordinator first), from /proc.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_cpu_secs: Option<Vec<(String, f64)>>,
     /// Largest peak resident memory of one worker process.
     pub worker_peak_mib: Option<f64>,
     pub outcomes: BTreeMap<String, i64>,
@@ -189,12 +193,14 @@ pub async fn run(
     log_dir: &Path,
 ) -> anyhow::Result<Measured> {
     let worker_bin = procs::worker_binary()?;
-    let mut admin = server.admin().await?;
-    seatq::db::drop_database(&mut admin, db_name).await?;
-    seatq::db::create_database(&mut admin, db_name, Some(template))
-        .await
-        .with_context(|| format!("copying {template}"))?;
-    admin.close().await?;
+    if !server.citus {
+        let mut admin = server.admin().await?;
+        seatq::db::drop_database(&mut admin, db_name).await?;
+        seatq::db::create_database(&mut admin, db_name, Some(template))
+            .await
+            .with_context(|| format!("copying {template}"))?;
+        admin.close().await?;
+    }
     let url = server.url(db_name)?;
     let client = Client::connect(&url).await.with_context(|| format!("connecting to {db_name}"))?;
     let pool = client.pool().clone();
@@ -213,6 +219,8 @@ pub async fn run(
     };
     let mut workers = Workers::start(&launch)?;
     wait_for_workers(&pool, &mut workers, plan.workers, &log).await?;
+    let nodes = if server.citus { postmasters(server, &pool).await? } else { Vec::new() };
+    let nodes_before: Vec<Option<f64>> = nodes.iter().map(|(_, pm)| procs::server_cpu_secs(*pm)).collect();
     let cpu_before = cpu(&pool, &workers).await?;
 
     // The load: the backlog (already queued when the measurement starts)
@@ -299,6 +307,16 @@ pub async fn run(
         f.await.context("enqueuing")??;
     }
     let cpu_after = cpu(&pool, &workers).await?;
+    let node_cpu_secs = (!nodes.is_empty()).then(|| {
+        nodes
+            .iter()
+            .zip(&nodes_before)
+            .map(|((name, pm), before)| {
+                let used = procs::server_cpu_secs(*pm).zip(*before).map_or(0.0, |(after, before)| after - before);
+                (name.clone(), used)
+            })
+            .collect()
+    });
     let peak = workers.pids().into_iter().filter_map(procs::peak_rss_mib).reduce(f64::max);
 
     // Abandoned holds lapse; the workers' sweeper frees them.
@@ -349,6 +367,7 @@ pub async fn run(
         contention_retries: summary.contention_retries,
         worker_cpu_secs: delta(&cpu_before.workers, &cpu_after.workers),
         db_cpu_secs: delta(&cpu_before.backends, &cpu_after.backends),
+        node_cpu_secs,
         worker_peak_mib: peak,
         outcomes: outcomes.into_iter().map(|(kind, outcome, n)| (format!("{kind} {outcome}"), n)).collect(),
         holds_expired,
@@ -509,6 +528,14 @@ async fn wait_for_workers(pool: &PgPool, workers: &mut Workers, n: usize, log: &
 
 /// Drop and create a database.
 async fn recreate_database(server: &Server, name: &str) -> anyhow::Result<()> {
+    if server.citus {
+        // The URL's own database: its seatq schema, dropped (the next
+        // connection migrates and lays it out again).
+        let mut conn = PgConnection::connect(&server.url).await.context("connecting to the coordinator")?;
+        sqlx::raw_sql(sql::DROP_SCHEMA).execute(&mut conn).await.context("dropping the seatq schema")?;
+        conn.close().await?;
+        return Ok(());
+    }
     let mut admin = server.admin().await?;
     seatq::db::drop_database(&mut admin, name).await?;
     seatq::db::create_database(&mut admin, name, None).await?;
@@ -517,6 +544,9 @@ async fn recreate_database(server: &Server, name: &str) -> anyhow::Result<()> {
 }
 
 async fn drop_database(server: &Server, name: &str) -> anyhow::Result<()> {
+    if server.citus {
+        return Ok(());
+    }
     let mut admin = server.admin().await?;
     seatq::db::drop_database(&mut admin, name).await?;
     admin.close().await?;
@@ -527,11 +557,13 @@ async fn drop_database(server: &Server, name: &str) -> anyhow::Result<()> {
 pub struct Server {
     url: String,
     options: PgConnectOptions,
+    /// A Citus coordinator: every run in the URL's own database (`--citus`).
+    pub citus: bool,
 }
 
 impl Server {
-    pub fn new(url: &str) -> anyhow::Result<Server> {
-        Ok(Server { url: url.to_string(), options: seatq::db::options(url)? })
+    pub fn new(url: &str, citus: bool) -> anyhow::Result<Server> {
+        Ok(Server { url: url.to_string(), options: seatq::db::options(url)?, citus })
     }
 
     /// A connection to the server's `postgres` database, to create and drop
@@ -545,6 +577,9 @@ impl Server {
     /// The user's URL with database `db`, for the benchmark's clients and
     /// worker processes.
     fn url(&self, db: &str) -> anyhow::Result<String> {
+        if self.citus {
+            return Ok(self.url.clone());
+        }
         Ok(seatq::db::url_for(&self.url, db)?)
     }
 }
@@ -583,4 +618,22 @@ impl Progress {
             eprint!("\r{}\r", " ".repeat(90));
         }
     }
+}
+
+/// Each active node of a Citus cluster (`host:port`, the coordinator
+/// first) and its postmaster's pid: the parent of a session opened on it.
+async fn postmasters(server: &Server, pool: &PgPool) -> anyhow::Result<Vec<(String, u32)>> {
+    let nodes: Vec<(String, i32)> = sqlx::query_as(sql::CITUS_NODES).fetch_all(pool).await?;
+    let mut found = Vec::new();
+    for (host, port) in nodes {
+        let options = server.options.clone().host(&host).port(port as u16);
+        let mut conn =
+            PgConnection::connect_with(&options).await.with_context(|| format!("connecting to {host}:{port}"))?;
+        let pid: i32 = sqlx::query_scalar(sql::BACKEND_PID).fetch_one(&mut conn).await?;
+        if let Some(postmaster) = procs::parent(pid as u32) {
+            found.push((format!("{host}:{port}"), postmaster));
+        }
+        conn.close().await?;
+    }
+    Ok(found)
 }

@@ -97,3 +97,14 @@ SELECT (SELECT count(*) FROM seatq.seats
 
 /// Bookings by state.
 pub const BOOKINGS_BY_STATE: &str = "SELECT state, count(*) FROM seatq.bookings GROUP BY 1 ORDER BY 1";
+
+/// `--citus`: the seatq schema of the coordinator's database, dropped
+/// before each run's seeding.
+pub const DROP_SCHEMA: &str = "DROP SCHEMA IF EXISTS seatq CASCADE";
+
+/// `--citus`: the cluster's active nodes, the coordinator first.
+pub const CITUS_NODES: &str =
+    "SELECT nodename::text, nodeport FROM pg_dist_node WHERE isactive AND noderole = 'primary' ORDER BY groupid";
+
+/// This session's server process.
+pub const BACKEND_PID: &str = "SELECT pg_backend_pid()";

@@ -156,7 +156,7 @@ function shop() {
       return;
     }
     const b = record.result;
-    hold = { booking: b.booking, customer: b.customer, token, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
+    hold = { booking: b.booking, event: b.event, customer: b.customer, token, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
     selected.clear();
     $$(SEATS + ".selected").forEach((c) => c.classList.remove("selected"));
     hold.seats.forEach((n) => { const c = $(`${SEATS}[data-seat="${n}"]`); if (c) c.setAttribute("class", "seat held mine"); });
@@ -206,7 +206,7 @@ function shop() {
   async function settle(kind) {
     $("#confirm").disabled = true;
     $("#cancel").disabled = true;
-    const { record, error } = await send(kind, { booking: hold.booking, customer: hold.customer }, hold.token);
+    const { record, error } = await send(kind, { booking: hold.booking, event: hold.event, customer: hold.customer }, hold.token);
     const failed = error || (record.status !== "succeeded" && refused(record));
     if (failed && failed.code === "hold_expired") return lapsed("");
     if (failed) {

@@ -157,8 +157,7 @@ impl Worker {
         let tracker = TaskTracker::new();
         let c = &self.config;
         let joined = Arc::new(Notify::new());
-        let agenda = self.clone();
-        tracker.spawn(listen(self.pool.clone(), wake.clone(), joined.clone(), agenda, shutdown.clone()));
+        tracker.spawn(listen(self.pool.clone(), wake.clone(), joined.clone(), self.clone(), shutdown.clone()));
         let me = Identity::this_process(c.name.clone(), self.settings());
         let options = self.pool.connect_options().as_ref().clone();
         tracker.spawn(rescue::run(

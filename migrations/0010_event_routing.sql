@@ -338,3 +338,84 @@ BEGIN
     WHERE event_id = p_event AND state = 'held' AND held_until > p_until;
 END
 $$;
+
+-- The functions below as 0007_availability.sql and 0009_hold_tokens.sql made
+-- them, in PL/pgSQL, for the same reason as seatq.cut_holds: Citus plans a
+-- PL/pgSQL function's statements with their parameters, and not a SQL
+-- function's. Each was already run as a function of its own (security
+-- definer, or volatile), never inlined, so nothing changes on one server
+-- but that PL/pgSQL keeps its plans for the session.
+CREATE OR REPLACE FUNCTION seatq.customer_seats(p_event bigint, p_producer text, p_customer text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $$
+BEGIN
+    RETURN (SELECT coalesce(sum(cardinality(b.seats)), 0)::bigint FROM seatq.bookings b
+            WHERE b.event_id = p_event AND b.producer = p_producer AND coalesce(b.customer_key, b.customer) = p_customer
+              AND b.limited AND seatq.is_live(b.state, b.held_until));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION seatq.availability(p_event bigint)
+RETURNS TABLE (
+    class          smallint,
+    seats          bigint,
+    free           bigint,
+    held           bigint,
+    booked         bigint,
+    free_min_cents int,
+    free_max_cents int,
+    min_cents      int,
+    max_cents      int
+)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    SELECT s.class,
+           count(*),
+           count(*) FILTER (WHERE s.shown = 'free'),
+           count(*) FILTER (WHERE s.shown = 'held'),
+           count(*) FILTER (WHERE s.shown = 'booked'),
+           min(s.price_cents) FILTER (WHERE s.shown = 'free'),
+           max(s.price_cents) FILTER (WHERE s.shown = 'free'),
+           min(s.price_cents),
+           max(s.price_cents)
+    -- OFFSET 0 keeps the subquery from being merged into this one, so that
+    -- each seat's shown_as is worked out once, not once per FILTER.
+    FROM (SELECT t.class, t.price_cents, seatq.shown_as(t.state, t.held_until) AS shown
+          FROM seatq.seats t WHERE t.event_id = p_event OFFSET 0) s
+    GROUP BY s.class
+    ORDER BY s.class;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION seatq.seat_map(p_event bigint)
+RETURNS TABLE (seat_no int, section text, row_label text, label text, row_no int, pos int, class smallint,
+               price_cents int, state seatq.seat_availability)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    SELECT s.seat_no, s.section, s.row_label, s.label, s.row_no, s.pos, s.class, s.price_cents,
+           seatq.shown_as(s.state, s.held_until)
+    FROM seatq.seats s
+    WHERE s.event_id = p_event
+    ORDER BY s.seat_no;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION seatq.seat_states(p_event bigint)
+RETURNS TABLE (
+    seats        bigint,
+    held         int[],
+    booked       int[],
+    not_for_sale int[]
+)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    SELECT count(*),
+           coalesce(array_agg(s.seat_no) FILTER (WHERE s.state = 'held' AND seatq.is_live(s.state, s.held_until)), '{}'),
+           coalesce(array_agg(s.seat_no) FILTER (WHERE s.state = 'booked'), '{}'),
+           coalesce(array_agg(s.seat_no) FILTER (WHERE s.state = 'blocked'), '{}')
+    FROM seatq.seats s
+    WHERE s.event_id = p_event;
+END
+$$;

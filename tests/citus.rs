@@ -182,6 +182,21 @@ async fn holds_books_confirms_cancels_and_extends_each_on_its_events_node() {
         .await
         .expect("count");
     assert_eq!(counted, 6, "the event's 6 bookings count toward its new limit");
+    // The limit holds: 2 seats, then 2 more for the same customer (3 at most).
+    let first = client.enqueue(Request::Hold(hold(limited, 2, 2, "zed"))).await.expect("enqueue");
+    let first = client.wait(first, WITHIN).await.expect("wait");
+    assert_eq!(code(&first), "succeeded", "{first:?}");
+    let more = client.enqueue(Request::Hold(hold(limited, 2, 2, "ZED"))).await.expect("enqueue");
+    let more = client.wait(more, WITHIN).await.expect("wait");
+    assert_eq!(code(&more), "customer_limit_exceeded", "{more:?}");
+
+    // The storefront's reads: availability and the seat map, on the event's node.
+    let classes = client.availability(events[0]).await.expect("availability");
+    let class1 = classes.iter().find(|c| c.class == 1).expect("class 1");
+    assert_eq!((class1.seats, class1.free), (19, 19 - client.seats_taken(events[0]).await.expect("taken")));
+    assert_eq!(client.seat_map(events[0]).await.expect("seat map").len(), 40);
+    let states = client.seat_states(events[0]).await.expect("seat states");
+    assert_eq!(states.seats, 40);
 
     workers.stop().await;
     assert_invariants(&client).await;

@@ -450,3 +450,46 @@ async fn producers_see_only_their_own_requests_and_bookings() {
     workers.stop().await;
     assert_invariants(&client).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_added_and_shards_rebalanced_under_load_lose_and_double_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some((mut cluster, client)) = cluster().await else { return };
+    let names: Vec<String> = (0..16).map(|k| format!("grow-{k}")).collect();
+    let events = client.add_events(&names, 100, 20).await.expect("events");
+    let workers = Workers::start(&cluster.url(), 2).await;
+    let requests = |round: usize| -> Vec<NewRequest> {
+        (0..160)
+            .map(|k| {
+                let event = events[k % events.len()];
+                Request::Book(hold(event, 1 + (k % 3) as i16, 1, &format!("r{round}-{k}"))).into()
+            })
+            .collect()
+    };
+    let mut ids = enqueue_by_event(&client, requests(0)).await;
+    cluster.add_node().await;
+    // The rebalance runs in the background while more requests come.
+    let mut coordinator = cluster.coordinator().await;
+    sqlx::raw_sql("SELECT citus_rebalance_start()").execute(&mut coordinator).await.expect("start the rebalance");
+    for round in 1..4 {
+        ids.extend(enqueue_by_event(&client, requests(round)).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    sqlx::raw_sql("SELECT citus_rebalance_wait()").execute(&mut coordinator).await.expect("the rebalance ends");
+    ids.extend(enqueue_by_event(&client, requests(4)).await);
+    let records = done(&client, &ids).await;
+    assert!(records.iter().all(|r| ["succeeded", "sold_out"].contains(&code(r))), "{records:?}");
+    let mut moved = 0;
+    for &event in &events {
+        moved += usize::from(cluster.node_of(event).await == 2);
+    }
+    assert!(moved > 0, "the rebalance moved some events to the new node");
+    let booked = records.iter().filter(|r| r.status == Status::Succeeded).count() as i64;
+    let mut taken = 0;
+    for &event in &events {
+        taken += client.seats_taken(event).await.expect("taken");
+    }
+    assert_eq!(taken, booked, "each party of 1 told it booked holds its seat, once");
+    workers.stop().await;
+    assert_invariants(&client).await;
+}

@@ -15,8 +15,11 @@ use super::PrivateCluster;
 /// connections between nodes.
 /// Each log line starts with the session's pid (`%p~`), which
 /// [`Citus::transactions`] reads.
+/// Logical replication moves shards while they are written
+/// ([`Citus::add_node`]); eight shards a table keep the reads over every
+/// shard short and a rebalance quick.
 const SETTINGS: &str = "-c shared_preload_libraries=citus -c max_prepared_transactions=100 -c max_connections=200 \
-                        -c log_line_prefix=%p~";
+                        -c log_line_prefix=%p~ -c wal_level=logical -c citus.shard_count=8";
 
 /// Whether Citus is installed into the server (`citus.so` beside the server's
 /// other libraries: `../shared/citus/build.sh` installs it). Without it a
@@ -69,6 +72,20 @@ impl Citus {
     /// The coordinator's URL (database `postgres`, where the extension is).
     pub fn url(&self) -> String {
         self.coordinator.url("postgres")
+    }
+
+    /// Start another worker node and add it to the cluster (it holds no
+    /// shard until a rebalance moves some there).
+    pub async fn add_node(&mut self) {
+        let node = PrivateCluster::start_with(SETTINGS);
+        let mut conn = connect(&node).await;
+        sqlx::raw_sql("CREATE EXTENSION citus").execute(&mut conn).await.expect("create extension citus");
+        sqlx::query("SELECT citus_add_node('127.0.0.1', $1)")
+            .bind(i32::from(node.port))
+            .execute(&mut self.coordinator().await)
+            .await
+            .expect("add the worker node");
+        self.workers.push(node);
     }
 
     /// A connection to worker node `k`.

@@ -493,3 +493,34 @@ async fn a_node_added_and_shards_rebalanced_under_load_lose_and_double_nothing()
     workers.stop().await;
     assert_invariants(&client).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_api_books_and_answers_on_citus() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some((cluster, client)) = cluster().await else { return };
+    let event = client.add_event("served", 20, 10).await.expect("event");
+    let workers = Workers::start(&cluster.url(), 1).await;
+    let served = common::http::Served::start_with(client.clone(), seatq_server::Settings::default()).await;
+    // A hold, answered when its outcome is recorded (the worker's
+    // notification, raised on the coordinator, reaches the server's waiter).
+    let token = seatq::HoldToken::new().expect("a token").to_string();
+    let hold = serde_json::json!({"kind": "hold",
+        "payload": {"event": event, "class": 1, "party": 2, "customer": "ann", "token": token}});
+    let (status, held) = served.post("/api/requests?wait=30", &[], &hold).await;
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held["status"], "succeeded", "{held}");
+    let booking = &held["result"]["booking"];
+    // Confirmed through the API with the booking's event and token.
+    let confirm = serde_json::json!({"kind": "confirm",
+        "payload": {"booking": booking, "event": event, "customer": "ann", "token": token}});
+    let (status, confirmed) = served.post("/api/requests?wait=30", &[], &confirm).await;
+    assert_eq!(status, 200, "{confirmed}");
+    assert_eq!(confirmed["status"], "succeeded", "{confirmed}");
+    assert_eq!(confirmed["result"]["state"], "booked", "{confirmed}");
+    let (status, map) = served.get(&format!("/api/events/{event}/availability")).await;
+    assert_eq!(status, 200, "{map}");
+    drop(served);
+    workers.stop().await;
+    assert_eq!(client.seats_taken(event).await.expect("seats"), 2);
+    assert_invariants(&client).await;
+}

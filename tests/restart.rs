@@ -233,6 +233,20 @@ async fn a_saturated_queue_drains_through_sigkills_and_database_restarts() {
     let Chaos { kills, unfinished_at_restarts, .. } = chaos;
     let restarts = unfinished_at_restarts.len();
     let elapsed = started.elapsed();
+    // A worker started by the last step may not be up yet: a SIGTERM before
+    // its handler is installed ends it at once, not cleanly. Each is up
+    // once registered.
+    let names: Vec<String> = workers.iter().map(|w| w.name.clone()).collect();
+    let up = common::eventually(Duration::from_secs(30), || async {
+        let registered: Result<i64, sqlx::Error> =
+            sqlx::query_scalar("SELECT count(DISTINCT name) FROM seatq.workers WHERE name = ANY($1)")
+                .bind(&names)
+                .fetch_one(client.pool())
+                .await;
+        registered.is_ok_and(|n| n as usize == names.len())
+    })
+    .await;
+    assert!(up, "every worker registered: {names:?}");
     for w in workers {
         assert_eq!(w.terminate(Duration::from_secs(30)), Some(0), "workers exit cleanly after it all");
     }

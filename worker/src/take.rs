@@ -133,8 +133,8 @@ async fn take_in_one(conn: &mut PgConnection, grants: &[Grant<'_>]) -> Result<Ma
     Ok(rows.into_iter().map(|r| (r.request_id, (r.booking, r.held_until, r.taken))).collect())
 }
 
-/// Routed to one event (Citus): the bookings in one multi-row insert
-/// ([`allocation::insert_bookings`]), then their seats
+/// Routed to one event (Citus): the bookings in multi-row inserts (a few,
+/// of powers of two: [`allocation::insert_bookings`]), then their seats
 /// ([`allocation::TAKE_BOOKED_SEATS`]), each on the event's node alone. A
 /// hold lasts its time from the transaction's, and never past the event's
 /// sales ([`allocation::SALES_END`]), as in `TAKE_SEATS`.
@@ -164,8 +164,12 @@ async fn take_routed(conn: &mut PgConnection, grants: &[Grant<'_>], event: i64) 
             customer_key: key_of(g),
         })
         .collect();
-    let rows = allocation::InsertBookings { bookings: &bookings }.query().fetch_all(&mut *conn).await?;
-    let mut made: Made = rows.into_iter().map(|r| (r.request_id, (r.booking, r.held_until, 0))).collect();
+    let mut made = Made::new();
+    for chunk in allocation::InsertBookings::chunks(&bookings) {
+        for r in chunk.query().fetch_all(&mut *conn).await? {
+            made.insert(r.request_id, (r.booking, r.held_until, 0));
+        }
+    }
     let (mut events, mut numbers, mut owners, mut states, mut until) = (vec![], vec![], vec![], vec![], vec![]);
     for g in grants {
         let Some(&(booking, held_until, _)) = made.get(&g.request_id) else { continue };

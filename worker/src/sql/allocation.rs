@@ -593,8 +593,10 @@ pub struct SalesEndRow {
 /// commits it there in one phase; an `INSERT ... SELECT` from the
 /// parameters (as [`TAKE_SEATS`]'s) it computes on the coordinator and
 /// copies to the node, which it always commits in two. The text is made
-/// once for each number of rows a batch has (at most `MAX_BATCH_SIZE`), from
-/// that number alone; [`TAKE_BOOKED_SEATS`] then gives the bookings their
+/// once for each number of rows, from that number alone, and `rows` is a
+/// power of two ([`InsertBookings::chunks`]), so that a process keeps
+/// eleven texts, and each connection as many prepared statements, whatever
+/// its batches' sizes; [`TAKE_BOOKED_SEATS`] then gives the bookings their
 /// seats.
 pub fn insert_bookings(rows: usize) -> &'static str {
     static TEXTS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
@@ -646,6 +648,21 @@ pub struct InsertBookings<'a> {
 }
 
 impl<'a> InsertBookings<'a> {
+    /// `bookings` in runs of powers of two, largest first (100 is 64, 32
+    /// and 4): one statement each.
+    pub fn chunks(bookings: &'a [NewBooking<'a>]) -> impl Iterator<Item = InsertBookings<'a>> {
+        let mut rest = bookings;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let size = 1 << rest.len().ilog2();
+            let (chunk, after) = rest.split_at(size);
+            rest = after;
+            Some(InsertBookings { bookings: chunk })
+        })
+    }
+
     pub fn query(&self) -> Rows<'a, BookingMade> {
         let mut query = sqlx::query_as(insert_bookings(self.bookings.len()));
         for b in self.bookings {
@@ -717,4 +734,43 @@ pub struct BookingMade {
     pub held_until: Option<DateTime<Utc>>,
     /// How many seats it took.
     pub taken: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn booking(request: i64) -> NewBooking<'static> {
+        NewBooking {
+            event: 1,
+            customer: "ann",
+            state: BookingState::Booked,
+            seats: &[1],
+            total_cents: 0,
+            held_until: None,
+            request,
+            producer: "shop",
+            limited: false,
+            token_hash: None,
+            customer_key: None,
+        }
+    }
+
+    #[test]
+    fn bookings_are_inserted_in_runs_of_powers_of_two_in_order() {
+        let bookings: Vec<NewBooking> = (0..100).map(booking).collect();
+        let runs: Vec<Vec<i64>> =
+            InsertBookings::chunks(&bookings).map(|c| c.bookings.iter().map(|b| b.request).collect()).collect();
+        assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [64, 32, 4]);
+        assert_eq!(runs.concat(), (0..100).collect::<Vec<i64>>());
+        assert_eq!(InsertBookings::chunks(&[]).count(), 0);
+    }
+
+    #[test]
+    fn an_insert_of_n_rows_binds_eleven_parameters_a_row() {
+        let text = insert_bookings(4);
+        assert_eq!(text.matches("), (").count(), 3, "{text}");
+        assert!(text.contains("$44)") && !text.contains("$45"), "{text}");
+        assert!(std::ptr::eq(text, insert_bookings(4)), "made once");
+    }
 }

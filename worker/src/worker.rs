@@ -405,10 +405,15 @@ impl Worker {
         // are woken by the agenda's events, not told the queue is drained.)
         let wake = wake.filter(|_| route.is_none());
         let first = batch::run(&self.pool, Claim::Next(limit), route, strategy, &self.metrics, in_hand, wake).await?;
-        if let (Some(agenda), Some(event)) = (agenda, route)
-            && (first.claimed as i64) < limit
-        {
-            agenda.drained(event);
+        // A short claim drops its event; a full one keeps it (another
+        // loop's short claim, which found this one's rows locked, may have
+        // dropped it meanwhile).
+        if let (Some(agenda), Some(event)) = (agenda, route) {
+            if (first.claimed as i64) < limit {
+                agenda.drained(event);
+            } else {
+                agenda.heard(event);
+            }
         }
         let first_contended = first.contended.len();
         let mut finished = first.finished;

@@ -31,7 +31,7 @@ impl Routable {
     }
 
     /// The text to run: as written with no route, routed with one. The
-    /// caller binds the event last ([`Routable::bind`] does).
+    /// caller binds the event last ([`BindRoute::route`]).
     pub fn text(&'static self, route: Option<i64>) -> &'static str {
         match route {
             None => self.text,

@@ -54,6 +54,7 @@ fn bad_requests() -> Vec<(&'static str, Value, &'static str)> {
         ("extend", json!({"booking": 1, "customer": "c", "event": 0}), "invalid_request"),
         ("cancel", json!({"booking": 1, "customer": "c", "event": "x"}), "wrong_type"),
         ("confirm", json!({"booking": 1, "customer": "c", "event": 1.5}), "wrong_type"),
+        ("extend", json!({"booking": 1, "customer": "c", "event": 9.3e18}), "wrong_type"),
         ("confirm", json!({"booking": 1, "customer": "c", "event": 1, "seat": 1}), "unknown_field"),
         ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": "60"}), "wrong_type"),
         ("extend", json!({"booking": 1.5, "customer": "c"}), "wrong_type"),

@@ -106,8 +106,7 @@ async fn run() -> anyhow::Result<bool> {
         };
         // The hold's token, kept by its customer since the hold was sent.
         let token = sent.request.token().cloned();
-        let own =
-            BookingRef { event: Some(b.event), booking: b.booking, customer: b.customer.clone(), token: token.clone() };
+        let own = BookingRef { token: token.clone(), ..BookingRef::to(&b) };
         match rng.u8(0..100) {
             0..60 => checkout.push(NewRequest::from(Request::Confirm(own))),
             60..80 => checkout.push(NewRequest::from(Request::Cancel(own))),

@@ -136,12 +136,7 @@ async fn pay(held: &BookingResult) {
 
 /// The booking of `held`, as its holder names it.
 fn own(held: &BookingResult, token: &HoldToken) -> BookingRef {
-    BookingRef {
-        event: Some(held.event),
-        booking: held.booking,
-        customer: held.customer.clone(),
-        token: Some(token.clone()),
-    }
+    BookingRef { token: Some(token.clone()), ..BookingRef::to(held) }
 }
 
 fn outcome(r: &RequestRecord) -> String {

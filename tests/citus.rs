@@ -101,6 +101,12 @@ async fn done(client: &Client, ids: &[i64]) -> Vec<seatq::RequestRecord> {
     records
 }
 
+/// Enqueue one request and wait for its outcome.
+async fn finish(client: &Client, request: Request) -> seatq::RequestRecord {
+    let id = client.enqueue(request).await.expect("enqueue");
+    client.wait(id, WITHIN).await.expect("wait")
+}
+
 async fn assert_invariants(client: &Client) {
     common::assert_invariants(client, true).await;
 }
@@ -138,17 +144,11 @@ async fn holds_books_confirms_cancels_and_extends_each_on_its_events_node() {
     // with another event is not found.
     let held: Vec<_> = records.iter().filter_map(|r| r.booking()).filter(|b| b.held_until.is_some()).collect();
     let (a, b, c) = (&held[0], &held[1], &held[2]);
-    let by = |b: &seatq::BookingResult, event: i64| BookingRef {
-        event: Some(event),
-        booking: b.booking,
-        customer: b.customer.clone(),
-        token: None,
-    };
     let elsewhere = events.iter().copied().find(|&e| e != a.event).expect("another event");
     let requests = vec![
-        NewRequest::from(Request::Confirm(by(a, elsewhere))),
-        Request::Confirm(by(a, a.event)).into(),
-        Request::Cancel(by(b, b.event)).into(),
+        NewRequest::from(Request::Confirm(BookingRef { event: Some(elsewhere), ..BookingRef::to(a) })),
+        Request::Confirm(BookingRef::to(a)).into(),
+        Request::Cancel(BookingRef::to(b)).into(),
         Request::Extend(HoldExtension {
             event: Some(c.event),
             booking: c.booking,
@@ -171,8 +171,7 @@ async fn holds_books_confirms_cancels_and_extends_each_on_its_events_node() {
     // later counts the bookings made before it.
     let (closed, limited) = (events[6], events[7]);
     assert!(client.close_event(closed).await.expect("close"));
-    let late = client.enqueue(Request::Hold(hold(closed, 2, 1, "late"))).await.expect("enqueue");
-    let late = client.wait(late, WITHIN).await.expect("wait");
+    let late = finish(&client, Request::Hold(hold(closed, 2, 1, "late"))).await;
     assert_eq!(code(&late), "sales_closed", "{late:?}");
     let changes = seatq::EventChanges { per_customer: Some(3), ..Default::default() };
     assert!(client.edit_event(limited, &changes).await.expect("edit"));
@@ -183,11 +182,9 @@ async fn holds_books_confirms_cancels_and_extends_each_on_its_events_node() {
         .expect("count");
     assert_eq!(counted, 6, "the event's 6 bookings count toward its new limit");
     // The limit holds: 2 seats, then 2 more for the same customer (3 at most).
-    let first = client.enqueue(Request::Hold(hold(limited, 2, 2, "zed"))).await.expect("enqueue");
-    let first = client.wait(first, WITHIN).await.expect("wait");
+    let first = finish(&client, Request::Hold(hold(limited, 2, 2, "zed"))).await;
     assert_eq!(code(&first), "succeeded", "{first:?}");
-    let more = client.enqueue(Request::Hold(hold(limited, 2, 2, "ZED"))).await.expect("enqueue");
-    let more = client.wait(more, WITHIN).await.expect("wait");
+    let more = finish(&client, Request::Hold(hold(limited, 2, 2, "ZED"))).await;
     assert_eq!(code(&more), "customer_limit_exceeded", "{more:?}");
 
     // The storefront's reads: availability and the seat map, on the event's node.
@@ -383,8 +380,7 @@ async fn every_batch_runs_on_one_node_without_two_phase_commit() {
     // Then confirm and cancel some, on their nodes too.
     let mut more = Vec::new();
     for r in records.iter().filter_map(|r| r.booking()).filter(|b| b.held_until.is_some()).take(6) {
-        let b = BookingRef { event: Some(r.event), booking: r.booking, customer: r.customer.clone(), token: None };
-        more.push(client.enqueue(Request::Confirm(b)).await.expect("enqueue"));
+        more.push(client.enqueue(Request::Confirm(BookingRef::to(&r))).await.expect("enqueue"));
     }
     let confirmed = done(&client, &more).await;
     assert!(confirmed.iter().all(|r| r.status == Status::Succeeded), "{confirmed:?}");
@@ -425,9 +421,7 @@ async fn producers_see_only_their_own_requests_and_bookings() {
     let booking = held.booking().expect("a booking");
     assert!(b.status(id).await.is_err(), "shop b cannot read shop a's request");
     // Shop b cannot cancel shop a's hold, even naming it right.
-    let stranger = BookingRef { event: Some(event), booking: booking.booking, customer: "ann".into(), token: None };
-    let refused = b.enqueue(Request::Cancel(stranger)).await.expect("enqueue");
-    let refused = b.wait(refused, WITHIN).await.expect("wait");
+    let refused = finish(&b, Request::Cancel(BookingRef::to(&booking))).await;
     assert_eq!(code(&refused), "booking_not_found", "{refused:?}");
     let theirs: i64 =
         sqlx::query_scalar("SELECT count(*) FROM seatq.bookings").fetch_one(b.pool()).await.expect("count");

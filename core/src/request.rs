@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::RequestError;
 use crate::limits::DEFAULT_HOLD_SECONDS;
-use crate::outcome::ErrorCode;
+use crate::outcome::{BookingResult, ErrorCode};
 use crate::token::HoldToken;
 use crate::validate;
 
@@ -109,6 +109,20 @@ pub struct HoldExtension {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub token: Option<HoldToken>,
+}
+
+impl BookingRef {
+    /// A reference to the booking a hold or book made: its id, event and
+    /// customer (no token: set `token` for a booking made with one). The
+    /// event it carries routes the request on Citus.
+    pub fn to(booking: &BookingResult) -> BookingRef {
+        BookingRef {
+            booking: booking.booking,
+            event: Some(booking.event),
+            customer: booking.customer.clone(),
+            token: None,
+        }
+    }
 }
 
 impl HoldExtension {

@@ -45,32 +45,21 @@ pub trait BindRoute: Sized {
     fn route(self, route: Option<i64>) -> Self;
 }
 
-impl<'a, O> BindRoute for sqlx::query::QueryAs<'a, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
-    fn route(self, route: Option<i64>) -> Self {
-        match route {
-            Some(event) => self.bind(event),
-            None => self,
+/// The three query types ([`super::Rows`], [`super::Scalars`],
+/// [`super::Effect`]) bind a route the same way.
+macro_rules! bind_route {
+    ($([$($generic:tt)*] $query:ty),*) => {$(
+        impl<$($generic)*> BindRoute for $query {
+            fn route(self, route: Option<i64>) -> Self {
+                match route {
+                    Some(event) => self.bind(event),
+                    None => self,
+                }
+            }
         }
-    }
+    )*};
 }
-
-impl<'a, O> BindRoute for sqlx::query::QueryScalar<'a, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
-    fn route(self, route: Option<i64>) -> Self {
-        match route {
-            Some(event) => self.bind(event),
-            None => self,
-        }
-    }
-}
-
-impl<'a> BindRoute for sqlx::query::Query<'a, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    fn route(self, route: Option<i64>) -> Self {
-        match route {
-            Some(event) => self.bind(event),
-            None => self,
-        }
-    }
-}
+bind_route!(['a, O] super::Rows<'a, O>, ['a, O] super::Scalars<'a, O>, ['a] super::Effect<'a>);
 
 const MARK: &str = "/*route ";
 

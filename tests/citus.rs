@@ -101,6 +101,19 @@ async fn done(client: &Client, ids: &[i64]) -> Vec<seatq::RequestRecord> {
     records
 }
 
+/// `per_event` parties of `party` at class 1 of each event, customers c0,
+/// c1, ..., holds and books in turn.
+fn holds_and_books(events: &[i64], per_event: usize, party: u32) -> Vec<NewRequest> {
+    let mut requests = Vec::new();
+    for &event in events {
+        for k in 0..per_event {
+            let r = hold(event, 1, party, &format!("c{k}"));
+            requests.push(if k % 2 == 0 { Request::Hold(r) } else { Request::Book(r) }.into());
+        }
+    }
+    requests
+}
+
 /// Enqueue one request and wait for its outcome.
 async fn finish(client: &Client, request: Request) -> seatq::RequestRecord {
     let id = client.enqueue(request).await.expect("enqueue");
@@ -121,14 +134,7 @@ async fn holds_books_confirms_cancels_and_extends_each_on_its_events_node() {
     let workers = Workers::start(&cluster.url(), 2).await;
 
     // Each event oversold: 20 parties of 3 ask for class 1's 19 seats.
-    let mut requests: Vec<NewRequest> = Vec::new();
-    for &event in &events {
-        for k in 0..20 {
-            let r = hold(event, 1, 3, &format!("c{k}"));
-            requests.push(if k % 2 == 0 { Request::Hold(r) } else { Request::Book(r) }.into());
-        }
-    }
-    let ids = enqueue_by_event(&client, requests).await;
+    let ids = enqueue_by_event(&client, holds_and_books(&events, 20, 3)).await;
     let records = done(&client, &ids).await;
     let mut outcomes: HashMap<&str, usize> = HashMap::new();
     for r in &records {
@@ -354,14 +360,7 @@ async fn every_batch_runs_on_one_node_without_two_phase_commit() {
 
     cluster.log_remote_commands().await;
     let workers = Workers::start(&cluster.url(), 2).await;
-    let mut requests: Vec<NewRequest> = Vec::new();
-    for &event in &events {
-        for k in 0..8 {
-            let r = hold(event, 1, 2, &format!("c{k}"));
-            requests.push(if k % 2 == 0 { Request::Hold(r) } else { Request::Book(r) }.into());
-        }
-    }
-    let ids = enqueue_by_event(&client, requests).await;
+    let ids = enqueue_by_event(&client, holds_and_books(&events, 8, 2)).await;
     // Meanwhile no worker node holds a prepared transaction.
     let mut samples = 0;
     let mut prepared_seen = 0i64;

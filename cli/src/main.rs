@@ -304,6 +304,10 @@ struct ServeArgs {
     /// is believed from no one else). A payload naming another customer is refused.
     #[arg(long, env = "SEATQ_CUSTOMER_HEADER", value_name = "HEADER")]
     customer_header: Option<seatq_server::Header>,
+    /// The currency the venues' prices are in, an ISO 4217 code (GBP, EUR, USD, CHF, ...): the checkout
+    /// page and the dashboard show every price with it ("£45.00", "CHF 45.00").
+    #[arg(long, env = "SEATQ_CURRENCY", default_value = "GBP", value_name = "CODE")]
+    currency: seatq_server::Currency,
     /// Log as JSON lines.
     #[arg(long, env = "SEATQ_LOG_JSON")]
     log_json: bool,
@@ -915,6 +919,7 @@ async fn serve(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         public_origin: args.public_origin.clone(),
         allowed_hosts: args.allowed_host.clone(),
         customer_identity: customer_identity(&args)?,
+        currency: args.currency.clone(),
         ..seatq_server::Settings::default()
     };
     settings.check().map_err(|e| Usage(e.to_string()))?;

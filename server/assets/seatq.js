@@ -18,13 +18,44 @@ function liveParts() {
       try {
         const r = await fetch(part.dataset.refresh, { credentials: "same-origin" });
         if (r.ok) {
-          part.innerHTML = await r.text();
+          const html = await r.text();
+          const restore = keep(part);
+          part.innerHTML = html;
           afterRefresh.forEach((f) => f(part));
+          restore();
         }
       } catch (e) { /* the next tick tries again */ }
       setTimeout(tick, every);
     };
     setTimeout(tick, every);
+  }
+}
+
+// What redrawing `part` would take from the customer: how far a map was
+// panned sideways (a phone's map pans in its box), and the seat focused
+// with the keyboard (else every redraw would throw a keyboard user back to
+// the top of the page). Returns what puts them back.
+function keep(part) {
+  const scrolls = $$("[data-keep-scroll]", part).map((e) => [e.dataset.keepScroll, e.scrollLeft, e.scrollTop]);
+  const seats = $$(SEATS, part);
+  const focused = seats.indexOf(document.activeElement);
+  return () => {
+    for (const [key, left, top] of scrolls) {
+      const e = $(`[data-keep-scroll="${key}"]`, part);
+      if (e) { e.scrollLeft = left; e.scrollTop = top; }
+    }
+    if (focused < 0) return;
+    // The same seat, or, if it was taken meanwhile, the next one free.
+    const next = $$(SEATS, part).slice(focused).find((c) => c.hasAttribute("tabindex"));
+    if (next) next.focus({ preventScroll: true });
+  };
+}
+
+// Whether each map is wider than its box, so that the page says it pans.
+function pans() {
+  for (const column of $$(".map-column")) {
+    const box = $(".mapbox", column);
+    column.classList.toggle("pans", Boolean(box) && box.scrollWidth > box.clientWidth + 1);
   }
 }
 
@@ -34,21 +65,57 @@ function newKey(prefix) {
   return prefix + "-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-const money = (cents) => (cents / 100).toFixed(2);
+// "A", "A and B", "A, B and C".
+function listed(names) {
+  return names.length < 2 ? names.join("") : names.slice(0, -1).join(", ") + " and " + names[names.length - 1];
+}
 
 // ---- the checkout page ----
 function shop() {
   const root = $("section.shop");
   const event = Number(root.dataset.event);
   const holdSeconds = Number(root.dataset.holdSeconds);
+  // The server says which currency prices are in (seatq serve --currency).
+  const money = (cents) => root.dataset.moneyPrefix + (cents / 100).toFixed(2);
   const selected = new Set();
   let hold = null; // {booking, customer, token, heldUntil, seats}
   let offset = 0; // server clock minus ours, in ms
   let ticker = null;
   let lapses = null;
 
-  const say = (text, ok = false) => { const m = $("#message"); m.textContent = text; m.classList.toggle("ok", ok); };
+  // A message for the customer; a refusal's code goes with it, small, for
+  // whoever helps them (and its message, for the same, in the tooltip).
+  const say = (text, ok = false, code = "", detail = "") => {
+    const m = $("#message");
+    m.textContent = text;
+    m.classList.toggle("ok", ok);
+    m.dataset.code = code;
+    m.title = code ? code + ": " + detail : "";
+    if (code) {
+      const small = document.createElement("small");
+      small.className = "code";
+      small.textContent = "Code for support: " + code;
+      m.append(small);
+    }
+  };
   const customer = () => $("#customer").value.trim();
+  const seat = (n) => $(`${SEATS}[data-seat="${n}"]`);
+  const shortName = (n) => (seat(n) ? seat(n).dataset.short : "Seat " + n);
+  const placeName = (k) => { const o = $(`#class option[value="${k}"]`); return o ? o.dataset.name : "that part of the house"; };
+
+  // A seat ticked or not, for the eye (its class) and for a screen reader.
+  function tick(c, on) {
+    c.classList.toggle("selected", on);
+    c.setAttribute("aria-checked", String(on));
+  }
+
+  // A seat no longer to be picked: `state` (held, booked), out of the tab order.
+  function taken(c, state) {
+    c.setAttribute("class", "seat " + state);
+    c.removeAttribute("tabindex");
+    c.setAttribute("aria-disabled", "true");
+    c.setAttribute("aria-checked", String(state.includes("mine")));
+  }
 
   function drawSelection() {
     const seats = $$(SEATS).filter((c) => selected.has(Number(c.dataset.seat)));
@@ -61,31 +128,113 @@ function shop() {
 
   // After each refresh: keep the choice where the seats are still free, mark our hold.
   function remark() {
-    let lost = 0;
+    const lost = [];
     for (const c of $$(SEATS)) {
       const n = Number(c.dataset.seat);
       if (selected.has(n)) {
-        if (c.classList.contains("free")) c.classList.add("selected");
-        else { selected.delete(n); lost += 1; }
+        if (c.classList.contains("free")) tick(c, true);
+        else { selected.delete(n); lost.push(c.dataset.short); }
       }
       if (hold && hold.seats.includes(n) && !$("#hold-panel").dataset.state.match(/lapsed|cancelled/)) c.classList.add("mine");
     }
-    if (lost) say(lost + " of your chosen seats were taken by someone else meanwhile.");
+    if (lost.length === 1) say(`${lost[0]} was taken by someone else meanwhile. Pick another seat.`);
+    else if (lost.length) say(`${listed(lost)} were taken by someone else meanwhile. Pick other seats.`);
     drawSelection();
+    pans();
   }
   afterRefresh.push(remark);
 
-  document.addEventListener("click", (e) => {
-    const c = e.target.closest && e.target.closest(SEATS);
-    if (!c || hold) return;
+  // Pick or put back a seat, by click, tap or key.
+  function toggle(c) {
+    if (hold) return;
     if (!c.classList.contains("free")) { say("That seat is not free."); return; }
     const n = Number(c.dataset.seat);
-    if (selected.has(n)) { selected.delete(n); c.classList.remove("selected"); }
+    if (selected.has(n)) { selected.delete(n); tick(c, false); }
     else if (selected.size >= 9) { say("At most 9 seats at once."); return; }
-    else { selected.add(n); c.classList.add("selected"); }
+    else { selected.add(n); tick(c, true); }
     say("");
     drawSelection();
+  }
+
+  document.addEventListener("click", (e) => {
+    const c = e.target.closest && e.target.closest(SEATS);
+    if (c) toggle(c);
   });
+
+  // The free seat next to `c` in a direction (the arrow keys): along its
+  // row, or in the nearest row above or below, the nearest across.
+  function neighbour(c, [dx, dy]) {
+    const [x, y] = [Number(c.getAttribute("cx")), Number(c.getAttribute("cy"))];
+    let best = null;
+    let score = Infinity;
+    for (const s of $$(SEATS + "[tabindex]")) {
+      const [sx, sy] = [Number(s.getAttribute("cx")), Number(s.getAttribute("cy"))];
+      const ahead = dx ? sy === y && (sx - x) * dx > 0 : (sy - y) * dy > 0;
+      const d = dx ? Math.abs(sx - x) : Math.abs(sy - y) * 1e6 + Math.abs(sx - x);
+      if (ahead && d < score) { best = s; score = d; }
+    }
+    return best;
+  }
+
+  // Seats are checkboxes: Space (or Enter) ticks one, arrows move between them.
+  document.addEventListener("keydown", (e) => {
+    const c = e.target.closest && e.target.closest(SEATS);
+    if (!c || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (e.key === " " || e.key === "Enter") { e.preventDefault(); toggle(c); return; }
+    const step = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] }[e.key];
+    const next = step && neighbour(c, step);
+    if (next) { e.preventDefault(); next.focus(); }
+  });
+
+  // The seats a refusal names ("seat(s) 19, 20 are taken ..."), by number.
+  const seatsIn = (message) => (/^seat\(s\) ([\d, ]+)/.exec(message || "") || ["", ""])[1].split(",").map(Number).filter(Boolean);
+
+  // A refusal in the customer's words. `asked` is what the request asked
+  // for; `message` is seatq's, read only for the seats and counts it names.
+  function plain(code, message, asked) {
+    const where = asked.class ? placeName(asked.class) : "that part of the house";
+    const names = seatsIn(message).map(shortName);
+    switch (code) {
+      case "seats_taken":
+        if (names.length === 1) return `${names[0]} was just taken by someone else. Pick another seat.`;
+        if (names.length) return `${listed(names)} were just taken by someone else. Pick other seats.`;
+        return "One of your seats was just taken by someone else. Pick another seat.";
+      case "seat_not_for_sale":
+        if (names.length) return `${listed(names)} ${names.length === 1 ? "is" : "are"} not for sale. Pick another seat.`;
+        return "One of those seats is not for sale. Pick another seat.";
+      case "sold_out": {
+        const left = Number((/^(\d+) seat/.exec(message || "") || [0, 0])[1]);
+        if (!left) return `${where} is sold out. Choose another part of the house.`;
+        return `Only ${left} ${left === 1 ? "seat is" : "seats are"} left in ${where}. Choose fewer seats, or another part of the house.`;
+      }
+      case "no_adjacent_seats":
+        return `No row in ${where} has ${asked.party} free seats side by side. Untick “side by side”, or choose fewer seats.`;
+      case "customer_limit_exceeded": {
+        const m = /at most (\d+) seat\(s\) per customer; the customer has (\d+)/.exec(message || "");
+        if (!m) return "That is more seats than one customer may buy for this event. Choose fewer seats.";
+        const [limit, has] = [Number(m[1]), Number(m[2])];
+        return `You can buy at most ${limit} ${limit === 1 ? "seat" : "seats"} for this event` +
+          (has ? `, and you have ${has} already.` : ".") + " Choose fewer seats.";
+      }
+      case "not_on_sale": return "Sales for this event have not opened yet. Please come back when they open.";
+      case "sales_closed": return "Sales for this event have closed: no more seats can be bought.";
+      case "hold_expired": return "Your hold ran out before it was confirmed, so the seats were released. Choose seats again.";
+      case "booking_cancelled": return "This hold was cancelled already. Choose seats again.";
+      case "not_held": return "These seats are booked already: there is nothing left to confirm.";
+      case "booking_not_found": return "We cannot find this hold any more. Reload the page and choose your seats again.";
+      case "unknown_event": return "This event is no longer on sale here.";
+      case "unknown_seat": return "That seat is no longer on the map. Reload the page and pick again.";
+      case "unknown_class": return `There are no seats in ${where} for this event. Choose another part of the house.`;
+      case "party_out_of_range": case "too_many_seats": return "You can choose 1 to 9 seats at a time.";
+      case "rate_limited": return "That was a lot of tries in a short time. Please wait a minute, then try again.";
+      case "unauthenticated": case "customer_mismatch": return "Please sign in again, then try once more.";
+      case "invalid_request": case "wrong_type": return "That could not be accepted. Please check your name and your choice, then try again.";
+      case "unreachable": case "timeout": case "internal": case "too_many_connections":
+        return "Something went wrong on our side. Please try again in a moment.";
+      default: return "Sorry, that did not work. Please try again, or ask us for help with the code below.";
+    }
+  }
+  const refuse = (failed, asked) => say(plain(failed.code, failed.message, asked), false, failed.code, failed.message);
 
   // A hold token: 32 bytes from the browser's CSPRNG, URL-safe base64. The
   // hold answers to it alone; it lives in this page's memory, never stored.
@@ -114,29 +263,39 @@ function shop() {
     return { close: () => stop.abort() };
   }
 
+  // An answer's JSON, or, where there is none (a proxy's error page, a
+  // connection lost), an error the customer can be told of.
+  async function json(r) {
+    try { return await r.json(); } catch (e) { return { error: { code: r.ok ? "internal" : "unreachable", message: "HTTP " + r.status } }; }
+  }
+
   // Send a request (carrying `token`) and wait for its outcome: {record} or {error}.
   async function send(kind, payload, token) {
     payload = { ...payload, token };
-    const r = await fetch("/api/requests?wait=20", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "Idempotency-Key": newKey("shop-" + kind) },
-      body: JSON.stringify({ kind, payload }),
-    });
-    // The server's clock, from its Date header (whole seconds): trusted
-    // only where it disagrees with ours by more than its precision.
-    const date = r.headers.get("Date");
-    if (date) {
-      const skew = Date.parse(date) + 500 - Date.now();
-      offset = Math.abs(skew) > 1000 ? skew : 0;
+    try {
+      const r = await fetch("/api/requests?wait=20", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Idempotency-Key": newKey("shop-" + kind) },
+        body: JSON.stringify({ kind, payload }),
+      });
+      // The server's clock, from its Date header (whole seconds): trusted
+      // only where it disagrees with ours by more than its precision.
+      const date = r.headers.get("Date");
+      if (date) {
+        const skew = Date.parse(date) + 500 - Date.now();
+        offset = Math.abs(skew) > 1000 ? skew : 0;
+      }
+      let body = await json(r);
+      if (!r.ok || body.error) return { error: body.error };
+      while (body.status === "queued") {
+        const w = await fetch("/api/requests/" + body.id + "/wait?timeout=20", { headers: bearer(token) });
+        body = await json(w);
+        if (!w.ok || body.error) return { error: body.error };
+      }
+      return { record: body };
+    } catch (e) {
+      return { error: { code: "unreachable", message: String(e) } };
     }
-    let body = await r.json();
-    if (!r.ok) return { error: body.error };
-    while (body.status === "queued") {
-      const w = await fetch("/api/requests/" + body.id + "/wait?timeout=20", { headers: bearer(token) });
-      body = await w.json();
-      if (!w.ok) return { error: body.error };
-    }
-    return { record: body };
   }
 
   const refused = (record) => ({ code: record.error_code, message: record.error_message });
@@ -150,7 +309,14 @@ function shop() {
     const { record, error } = await send("hold", { ...payload, event, customer: customer(), hold_seconds: holdSeconds }, token);
     const failed = error || (record.status !== "succeeded" && refused(record));
     if (failed) {
-      say(failed.code + ": " + failed.message);
+      refuse(failed, payload);
+      // Seats someone else took are shown so at once, not at the next redraw.
+      if (failed.code === "seats_taken" || failed.code === "seat_not_for_sale") {
+        for (const n of seatsIn(failed.message)) {
+          selected.delete(n);
+          if (seat(n)) taken(seat(n), failed.code === "seats_taken" ? "held" : "not_for_sale");
+        }
+      }
       $$("#pick button").forEach((b) => (b.disabled = false));
       drawSelection();
       return;
@@ -158,8 +324,8 @@ function shop() {
     const b = record.result;
     hold = { booking: b.booking, event: b.event, customer: b.customer, token, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
     selected.clear();
-    $$(SEATS + ".selected").forEach((c) => c.classList.remove("selected"));
-    hold.seats.forEach((n) => { const c = $(`${SEATS}[data-seat="${n}"]`); if (c) c.setAttribute("class", "seat held mine"); });
+    $$(SEATS + ".selected").forEach((c) => tick(c, false));
+    hold.seats.forEach((n) => { if (seat(n)) taken(seat(n), "held mine"); });
     $("#pick").hidden = true;
     const panel = $("#hold-panel");
     panel.hidden = false;
@@ -169,28 +335,35 @@ function shop() {
     $("#hold-seats").textContent = named(b.seats);
     $("#hold-total").textContent = money(b.total_cents);
     $("#hold-message").textContent = "";
+    $("#countdown-label").hidden = false;
     $("#confirm").disabled = false;
     $("#cancel").disabled = false;
     say("");
-    tick();
-    ticker = setInterval(tick, 250);
+    countdown();
+    ticker = setInterval(countdown, 250);
     lapses = follow(b.booking, token, () => lapsed("The sweeper released them."));
   }
 
-  function tick() {
+  function countdown() {
     const left = Math.max(0, hold.heldUntil - (Date.now() + offset));
     const secs = Math.ceil(left / 1000);
     $("#countdown").textContent = Math.floor(secs / 60) + ":" + String(secs % 60).padStart(2, "0");
     if (left <= 0) lapsed("");
   }
 
-  function finish(state, title, text) {
+  // The hold is over (`state`): the countdown stops, and says how it ended
+  // where time no longer matters (`ended`).
+  function finish(state, title, text, ended = "") {
     clearInterval(ticker);
     if (lapses) lapses.close();
     const panel = $("#hold-panel");
     panel.dataset.state = state;
     $("#hold-title").textContent = title;
     $("#hold-message").textContent = text;
+    if (ended) {
+      $("#countdown-label").hidden = true;
+      $("#countdown").textContent = ended;
+    }
     $("#confirm").disabled = true;
     $("#cancel").disabled = true;
     $("#again").hidden = false;
@@ -210,15 +383,16 @@ function shop() {
     const failed = error || (record.status !== "succeeded" && refused(record));
     if (failed && failed.code === "hold_expired") return lapsed("");
     if (failed) {
-      say(failed.code + ": " + failed.message);
+      refuse(failed, {});
       $("#confirm").disabled = false;
       $("#cancel").disabled = false;
       return;
     }
     if (kind === "confirm") {
-      finish("booked", "Booked", "Booking " + record.result.booking + " is yours: " + named(record.result.seats) + ".");
+      finish("booked", "Booked", "Booking " + record.result.booking + " is yours: " + named(record.result.seats) + ".",
+        "Booked — your seats are yours");
     } else {
-      finish("cancelled", "Cancelled", "Your hold is cancelled; the seats are free to others.");
+      finish("cancelled", "Cancelled", "Your hold is cancelled; the seats are free to others.", "Cancelled — the seats are released");
       $$(SEATS + ".mine").forEach((c) => c.classList.remove("mine"));
     }
   }
@@ -234,11 +408,29 @@ function shop() {
     $("#hold-panel").hidden = true;
     $("#hold-panel").dataset.state = "none";
     $("#again").hidden = true;
+    $("#countdown-label").hidden = false;
+    $("#countdown").textContent = "–";
     $("#pick").hidden = false;
     $$("#pick button").forEach((b) => (b.disabled = false));
+    say("");
     drawSelection();
   });
+
+  // On a phone the action bar is fixed to the bottom of the screen (and a
+  // message just above it): the page keeps room for both under its end,
+  // so that neither hides the last of the page.
+  const room = () => {
+    const fixed = (e) => e && e.getClientRects().length > 0 && getComputedStyle(e).position === "fixed";
+    const bar = $$(".bar").find(fixed);
+    const said = $("#message");
+    document.body.style.setProperty("--bar", (bar ? bar.getBoundingClientRect().height : 0) + "px");
+    document.body.style.setProperty("--said", (fixed(said) ? said.getBoundingClientRect().height : 0) + "px");
+  };
+  const watch = new ResizeObserver(room);
+  [...$$(".bar"), $("#message")].forEach((e) => watch.observe(e));
+  window.addEventListener("resize", () => { room(); pans(); });
   drawSelection();
+  pans();
 }
 
 // ---- the dashboard ----

@@ -81,6 +81,7 @@ pub use ipnet::IpNet;
 pub use limits::{Limits, MaybeRate, Rate};
 pub use openapi::openapi_json;
 pub use origin::BadSite;
+pub use pages::{BadCurrency, Currency};
 
 /// What `seatq serve` offers, and how.
 #[derive(Debug, Clone)]
@@ -126,6 +127,9 @@ pub struct Settings {
     /// word for it ([`CustomerIdentity`]); then a body naming another
     /// customer is refused.
     pub customer_identity: CustomerIdentity,
+    /// The currency the venues' prices are in, as the pages show them
+    /// (`GBP` by default: "£45.00").
+    pub currency: Currency,
 }
 
 impl Default for Settings {
@@ -145,6 +149,7 @@ impl Default for Settings {
             public_origin: None,
             allowed_hosts: Vec::new(),
             customer_identity: CustomerIdentity::Body,
+            currency: Currency::default(),
         }
     }
 }
@@ -257,7 +262,12 @@ pub fn router(client: Client, settings: Settings, shutdown: CancellationToken) -
         app = app.merge(dashboard::routes());
     }
     if settings.shop || settings.dashboard {
-        app = app.route("/", get(shop::index)).route("/assets/{file}", get(asset));
+        // The icon where browsers look for it unasked, too: a page's
+        // favicon that answers 404 is an error in every customer's console.
+        app = app
+            .route("/", get(shop::index))
+            .route("/assets/{file}", get(asset))
+            .route("/favicon.ico", get(|| asset(axum::extract::Path("favicon.svg".into()))));
     }
     let mut app = app
         .fallback(error::not_found)
@@ -357,11 +367,12 @@ async fn health(axum::extract::State(s): axum::extract::State<AppState>) -> Resu
     Ok("ok\n")
 }
 
-/// The page assets, compiled in: one script, one style sheet.
+/// The page assets, compiled in: one script, one style sheet, the icon.
 async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> axum::response::Response {
     let (body, kind) = match file.as_str() {
         "seatq.js" => (include_str!("../assets/seatq.js"), "text/javascript; charset=utf-8"),
         "seatq.css" => (include_str!("../assets/seatq.css"), "text/css; charset=utf-8"),
+        "favicon.svg" => (include_str!("../assets/favicon.svg"), "image/svg+xml"),
         _ => return error::not_found().await.into_response(),
     };
     let headers = [

@@ -80,6 +80,8 @@ struct ShopPage {
     shop: bool,
     /// For the class picker.
     classes: Vec<ClassRow>,
+    /// How the page's script writes money: the currency's sign or code.
+    money_prefix: String,
     live: ShopLive,
 }
 
@@ -95,9 +97,16 @@ pub(crate) async fn event_view(s: &AppState, event: i64) -> Result<(EventSeats, 
     let Some(summary) = maps::event_seats(&s.client, 1, Some(event)).await?.pop() else {
         return Err(PageError(ApiError::new(StatusCode::NOT_FOUND, "unknown_event", format!("no event {event}"))));
     };
+    let (classes, drawing) = classes_and_map(s, event).await?;
+    Ok((summary, classes, drawing))
+}
+
+/// The event's classes (named, priced in the shop's currency) and its map.
+async fn classes_and_map(s: &AppState, event: i64) -> Result<(Vec<ClassRow>, Drawing), PageError> {
     let classes = maps::availability(&s.client, event).await?;
     let seats = maps::seat_map(&s.client, event).await?;
-    Ok((summary, maps::class_rows(&classes), maps::draw(&seats)))
+    let currency = &s.settings.currency;
+    Ok((maps::class_rows(&classes, &seats, currency), maps::draw(&seats, currency)))
 }
 
 async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuery>) -> Page {
@@ -106,7 +115,8 @@ async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuer
         let message = format!("hold_seconds: must be 1 to {}, not {hold_seconds}", seatq::limits::MAX_HOLD_SECONDS);
         return Err(PageError(ApiError::new(StatusCode::BAD_REQUEST, "hold_time_out_of_range", message)));
     }
-    let (event, classes, drawing) = event_view(&s, event).await?;
+    let (event, classes, mut drawing) = event_view(&s, event).await?;
+    drawing.pickable = true;
     let page = ShopPage {
         nav: Nav::of(&s),
         subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
@@ -116,6 +126,7 @@ async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuer
         legend: maps::legend(),
         shop: true,
         classes: classes.clone(),
+        money_prefix: s.settings.currency.prefix(),
         live: ShopLive { classes, drawing },
     };
     render(StatusCode::OK, &page)
@@ -123,7 +134,7 @@ async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuer
 
 /// The part of the page that refreshes: classes and map.
 async fn live(State(s): State<AppState>, Id(event): Id) -> Page {
-    let classes = maps::availability(&s.client, event).await?;
-    let seats = maps::seat_map(&s.client, event).await?;
-    render(StatusCode::OK, &ShopLive { classes: maps::class_rows(&classes), drawing: maps::draw(&seats) })
+    let (classes, mut drawing) = classes_and_map(&s, event).await?;
+    drawing.pickable = true;
+    render(StatusCode::OK, &ShopLive { classes, drawing })
 }

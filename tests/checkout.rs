@@ -186,7 +186,7 @@ async fn a_lapsed_hold_is_announced_when_swept_and_a_confirmed_one_never() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(next(&mut listener, Duration::from_millis(300)).await, None, "announced by the sweep, not before");
     let swept = sweeper::sweep(&db.pool).await.unwrap();
-    assert_eq!(swept, sweeper::Swept { seats: 2, bookings: 1 });
+    assert_eq!(swept, sweeper::Swept { seats: 2, bookings: 1, waiting: 0 });
     assert_eq!(next(&mut listener, Duration::from_secs(5)).await, Some(lapsing.to_string()));
     // The listener re-reads: the booking is already expired when it hears.
     let state: String = sqlx::query_scalar("SELECT state::text FROM seatq.bookings WHERE id = $1")

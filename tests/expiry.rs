@@ -42,7 +42,7 @@ async fn the_sweeper_frees_lapsed_holds() {
 
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let swept = sweeper::sweep(&db.pool).await.unwrap();
-    assert_eq!(swept, sweeper::Swept { seats: 2, bookings: 1 });
+    assert_eq!(swept, sweeper::Swept { seats: 2, bookings: 1, waiting: 0 });
     assert_eq!(db.seat_states(ev, 1..=4).await, ["available", "available", "held", "available"]);
     let state: Vec<String> =
         sqlx::query_scalar("SELECT state::text FROM seatq.bookings WHERE id = ANY($1) ORDER BY id")

@@ -336,6 +336,10 @@ struct SeatArgs {
     /// Seat the party side by side in one row.
     #[arg(long)]
     together: bool,
+    /// Rather than be refused when sold out, join the event's waiting list for up to this many
+    /// seconds (1 to 604800): seats that come free are handed over in order.
+    #[arg(long, value_name = "SECS")]
+    wait_seconds: Option<u32>,
     /// The hold token the booking answers to (make one with `seatq token`); a booking made
     /// without one answers to its customer alone.
     #[arg(long, env = "SEATQ_HOLD_TOKEN", value_name = "TOKEN", hide_env_values = true)]
@@ -869,6 +873,7 @@ fn seat_request(a: SeatArgs) -> SeatRequest {
         seats: a.seats,
         partial: a.partial,
         together: a.together,
+        wait_seconds: a.wait_seconds,
         token: a.token,
     }
 }

@@ -46,7 +46,8 @@ pub mod validate;
 
 pub use error::{Error, RequestError};
 pub use outcome::{
-    BookingResult, BookingState, ErrorCode, RequestRecord, SeatAvailability, SeatInfo, SeatState, Status,
+    BookingResult, BookingState, ErrorCode, Place, PlaceList, RequestRecord, SeatAvailability, SeatInfo, SeatState,
+    Status, WaitlistOrder,
 };
 pub use request::{BookingRef, HoldExtension, Request, SeatRequest};
 pub use token::{HoldToken, TokenHash};

@@ -7,6 +7,8 @@ pub const MAX_PARTY: u32 = 9;
 pub const DEFAULT_HOLD_SECONDS: u32 = 600;
 /// Longest hold a request may ask for: one day.
 pub const MAX_HOLD_SECONDS: u32 = 86_400;
+/// Longest a hold or book may wait for seats (`wait_seconds`): a week.
+pub const MAX_WAIT_SECONDS: u32 = 604_800;
 /// Largest payload accepted, in bytes of JSON text.
 pub const MAX_PAYLOAD_BYTES: usize = 8192;
 /// Longest customer name, in characters.

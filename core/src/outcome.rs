@@ -354,10 +354,29 @@ seatq_enum! {
 }
 
 seatq_enum! {
+    /// The order an event's waiting list is served in
+    /// (`seatq.waitlist_order`, migrations/0012_waiting_list.sql).
+    pub enum WaitlistOrder("waitlist_order") {
+        /// In arrival order: a party that cannot be completed yet keeps the
+        /// seats that come free for itself, and those behind it wait.
+        Strict,
+        /// The earliest party the free seats complete, whatever its place.
+        FirstFit,
+        /// The first that fits, until seats for as many as a party wants have
+        /// gone to parties behind it; then it is served first (the default).
+        Bounded,
+    }
+}
+
+seatq_enum! {
     /// Where a request stands (`seatq.request_status`).
     pub enum Status("request_status") {
         /// Waiting for a worker (or for a retry).
         Queued,
+        /// On its event's waiting list (it asked to wait, `wait_seconds`):
+        /// not claimed by any worker until seats come free for it, which
+        /// succeeds it, or its wait ends, which fails it `sold_out`.
+        Waiting,
         Succeeded,
         /// Rejected with an error code; final.
         Failed,
@@ -369,7 +388,7 @@ seatq_enum! {
 impl Status {
     /// Whether the request is finished.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Status::Queued)
+        !matches!(self, Status::Queued | Status::Waiting)
     }
 }
 
@@ -408,6 +427,16 @@ pub struct RequestRecord {
     pub error_code: Option<String>,
     /// What the code means for this request, naming the field or seats.
     pub error_message: Option<String>,
+    /// Where a request that asked to wait stands: its place in its event's
+    /// line while queued, or on the waiting list while `waiting`
+    /// (`seatq.place`). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[sqlx(skip)]
+    pub place: Option<Place>,
+    /// It asked to wait (`wait_seconds`): it is in its event's line.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[sqlx(default)]
+    pub line: bool,
     /// The batch the request was submitted in, if any (docs/group-bookings.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[sqlx(default)]
@@ -420,6 +449,31 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[sqlx(default)]
     pub batch_line: Option<i32>,
+}
+
+/// Which of an event's queues a waiting request is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PlaceList {
+    /// The line: queued, served in arrival order.
+    Line,
+    /// The waiting list: the event is sold out for it; seats that come free
+    /// are handed over in order.
+    Waiting,
+}
+
+/// A request's place in its event's line or waiting list (`seatq.place`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Place {
+    pub list: PlaceList,
+    /// Parties before it (in the line: the event's; on the waiting list: of
+    /// its class). It is number `parties_ahead + 1`.
+    pub parties_ahead: i64,
+    /// On the waiting list, the seats those parties want.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seats_ahead: Option<i64>,
 }
 
 impl RequestRecord {
@@ -492,6 +546,9 @@ mod tests {
         }
         for state in SeatState::VARIANTS {
             assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");
+        }
+        for order in WaitlistOrder::VARIANTS {
+            assert_eq!(serde_json::to_value(order).expect("JSON"), order.as_str(), "{order:?}");
         }
         for state in SeatAvailability::VARIANTS {
             assert_eq!(serde_json::to_value(state).expect("JSON"), state.as_str(), "{state:?}");

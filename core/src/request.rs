@@ -55,6 +55,13 @@ pub struct SeatRequest {
     /// Seat the whole party next to each other in one row.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub together: bool,
+    /// Wait up to this many seconds (1 to [`crate::limits::MAX_WAIT_SECONDS`])
+    /// rather than be refused for want of seats: the request joins its
+    /// event's line, served in arrival order, and if its class is sold out,
+    /// the waiting list, where seats that come free are handed to it
+    /// (docs/requests.md "Waiting for seats"). Not with `seats` or `partial`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u32>,
     /// The hold token: on a hold or book, the token its booking will answer
     /// to; on confirm, cancel and extend, the token of the booking's hold
     /// ([`crate::token`]). The database keeps only its hash.
@@ -222,6 +229,7 @@ impl SeatRequest {
             seats: Vec::new(),
             partial: false,
             together: false,
+            wait_seconds: None,
             token: None,
         }
     }

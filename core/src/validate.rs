@@ -47,7 +47,7 @@ use serde_json::{Map, Number, Value};
 use crate::error::RequestError;
 use crate::limits::{
     MAX_CUSTOMER_CHARS, MAX_HOLD_SECONDS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_PARTY, MAX_PAYLOAD_BYTES, MAX_QUOTED_CHARS,
-    MAX_RUN_AT_DAYS,
+    MAX_RUN_AT_DAYS, MAX_WAIT_SECONDS,
 };
 use crate::outcome::ErrorCode;
 
@@ -278,8 +278,9 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
         return check_without_token(kind, payload);
     };
     let event = map.get(EVENT).filter(|_| names_booking(kind));
+    let wait = map.get(WAIT_SECONDS).filter(|_| takes_seats(kind));
     let token = map.get(TOKEN);
-    if event.is_none() && token.is_none() {
+    if event.is_none() && wait.is_none() && token.is_none() {
         return check_without_token(kind, payload);
     }
     // U+0000 anywhere refuses the whole payload first, as jsonb does.
@@ -289,11 +290,50 @@ pub fn check(kind: &str, payload: &Value) -> Result<(), RequestError> {
     if event.is_some() {
         rest.remove(EVENT);
     }
+    if wait.is_some() {
+        rest.remove(WAIT_SECONDS);
+    }
     check_without_token(kind, &Value::Object(rest))?;
     if let Some(event) = event {
         check_booking_event(event)?;
     }
+    if let Some(wait) = wait {
+        check_wait(wait, map)?;
+    }
     token.map_or(Ok(()), check_token)
+}
+
+/// The field of a hold or book that asks to wait for seats.
+pub const WAIT_SECONDS: &str = "wait_seconds";
+
+/// Whether requests of this kind take seats (hold, book).
+fn takes_seats(kind: &str) -> bool {
+    matches!(kind, "hold" | "book")
+}
+
+/// A hold's or book's `wait_seconds`: an integer from 1 to
+/// [`MAX_WAIT_SECONDS`], on a party that names no seats and is not partial
+/// (migrations/0012_waiting_list.sql checks the same, in the same order).
+fn check_wait(v: &Value, map: &Map<String, Value>) -> Result<(), RequestError> {
+    let Some(secs) = int_value(v) else {
+        return Err(fail(ErrorCode::WrongType, format!("{WAIT_SECONDS}: must be an integer, not {}", describe(v))));
+    };
+    if !(1..=i64::from(MAX_WAIT_SECONDS)).contains(&secs) {
+        return Err(fail(
+            ErrorCode::InvalidRequest,
+            format!("{WAIT_SECONDS}: {secs} is out of range 1 to {MAX_WAIT_SECONDS}"),
+        ));
+    }
+    if map.get("seats").and_then(Value::as_array).is_some_and(|seats| !seats.is_empty()) {
+        return Err(fail(
+            ErrorCode::InvalidRequest,
+            format!("{WAIT_SECONDS}: a party that names its seats cannot wait for them"),
+        ));
+    }
+    if map.get("partial") == Some(&Value::Bool(true)) {
+        return Err(fail(ErrorCode::InvalidRequest, format!("{WAIT_SECONDS}: a partial party cannot wait")));
+    }
+    Ok(())
 }
 
 /// The field of a payload that carries a hold token.
@@ -352,10 +392,11 @@ fn check_without_token(kind: &str, payload: &Value) -> Result<(), RequestError> 
         return Err(fail(
             ErrorCode::UnknownField,
             format!(
-                "{}: unknown field for {kind}; expected one of {}{}, {TOKEN}",
+                "{}: unknown field for {kind}; expected one of {}{}, {TOKEN}{}",
                 field_name(unknown),
                 allowed.join(", "),
-                if names_booking(kind) { ", event" } else { "" }
+                if names_booking(kind) { ", event" } else { "" },
+                if takes_seats(kind) { ", wait_seconds" } else { "" }
             ),
         ));
     }

@@ -286,7 +286,7 @@ pub struct Counts {
     pub sold_out: u64,
     /// Every other failure (failed with another code, or dead).
     pub failed: u64,
-    /// Not finished yet.
+    /// Not finished yet (queued, or on a waiting list).
     pub queued: u64,
 }
 
@@ -300,7 +300,7 @@ impl Counts {
             }
             PartyStatus::Failed if error_code == Some(ErrorCode::SoldOut.as_str()) => self.sold_out += parties,
             PartyStatus::Failed | PartyStatus::Dead => self.failed += parties,
-            PartyStatus::Queued => self.queued += parties,
+            PartyStatus::Queued | PartyStatus::Waiting => self.queued += parties,
             PartyStatus::Refused => {}
         }
     }

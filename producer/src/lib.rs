@@ -96,14 +96,14 @@ pub use crate::{
     outcome_file::{OutcomeWriter, PartyOutcome, PartyStatus},
     retry::{Backoff, Retry},
     sql::{
-        inventory::{EventSummary, SeatGroup},
+        inventory::{EventSummary, SeatGroup, WaitingList},
         operations::WorkerInfo,
         stats::{Latency, Violation},
     },
     view_cache::ViewCacheStats,
 };
 pub use seatq_core::{
-    BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, HoldToken, Request, RequestError,
-    RequestRecord, SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, TokenHash, WORKER_DEAD_AFTER, customer,
-    db, error, limits, outcome, reach, request, sqlstate, token, validate,
+    BookingRef, BookingResult, BookingState, Error, ErrorCode, HoldExtension, HoldToken, Place, PlaceList, Request,
+    RequestError, RequestRecord, SeatAvailability, SeatInfo, SeatRequest, SeatState, Status, TokenHash,
+    WORKER_DEAD_AFTER, WaitlistOrder, customer, db, error, limits, outcome, reach, request, sqlstate, token, validate,
 };

@@ -22,6 +22,8 @@ pub const NOT_SUBMITTED: &str = "not_submitted";
 #[serde(rename_all = "snake_case")]
 pub enum PartyStatus {
     Queued,
+    /// On its event's waiting list (the line asked to wait).
+    Waiting,
     Succeeded,
     Failed,
     Dead,
@@ -35,6 +37,7 @@ impl PartyStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             PartyStatus::Queued => "queued",
+            PartyStatus::Waiting => "waiting",
             PartyStatus::Succeeded => "succeeded",
             PartyStatus::Failed => "failed",
             PartyStatus::Dead => "dead",
@@ -53,6 +56,7 @@ impl From<Status> for PartyStatus {
     fn from(status: Status) -> Self {
         match status {
             Status::Queued => PartyStatus::Queued,
+            Status::Waiting => PartyStatus::Waiting,
             Status::Succeeded => PartyStatus::Succeeded,
             Status::Failed => PartyStatus::Failed,
             Status::Dead => PartyStatus::Dead,

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
 use seatq::RequestRecord;
+use seatq::outcome::Status;
 use serde::Deserialize;
 
 use crate::AppState;
@@ -34,9 +35,33 @@ pub(crate) async fn outcome(s: &AppState, id: i64, secs: f64) -> Result<RequestR
     // Longer than the longest (infinity too) is the longest; NaN is nothing.
     let wait =
         if secs > 0.0 { Duration::try_from_secs_f64(secs).map_or(most, |w| w.min(most)) } else { Duration::ZERO };
-    match s.client.wait(id, Some(wait)).await {
+    let answer = tokio::select! {
+        answer = s.client.wait(id, Some(wait)) => answer,
+        listed = listed(s, id) => listed,
+    };
+    match answer {
         Err(seatq::Error::Timeout(_)) => s.client.status(id).await,
         answer => answer,
+    }
+}
+
+/// How often a request that asked to wait is read while it may be joining
+/// its event's waiting list.
+const LISTED_POLL: Duration = Duration::from_millis(100);
+
+/// A request that asked to wait, once it is on its event's waiting list
+/// (then answered with its place: its outcome may be hours away); never,
+/// for any other request. (The waiter hub answers finished requests only.)
+async fn listed(s: &AppState, id: i64) -> Result<RequestRecord, seatq::Error> {
+    loop {
+        tokio::time::sleep(LISTED_POLL).await;
+        let record = s.client.status(id).await?;
+        if !record.line {
+            return std::future::pending().await;
+        }
+        if record.status == Status::Waiting {
+            return Ok(record);
+        }
     }
 }
 

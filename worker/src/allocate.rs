@@ -39,8 +39,9 @@ use seatq_core::outcome::{ErrorCode, SeatInfo};
 use sqlx::postgres::PgConnection;
 
 use crate::Strategy;
-use crate::choose::{self, Chosen, Customer, Events, Group, How, Key, Rules, Run, Runs, Wanted, limited};
+use crate::choose::{self, Chosen, Customer, Events, Group, How, Key, Lined, Rules, Run, Runs, Wanted, limited};
 use crate::decision::{Decision, ProcessError};
+use crate::line;
 use crate::take::{self, Grant};
 
 /// How many times the blocks chosen for side-by-side parties are locked
@@ -61,16 +62,18 @@ pub async fn allocate(
 ) -> Result<Vec<Decision>, ProcessError> {
     let mut events = Events::new();
     let mut groups = lock_cheapest(conn, wanted, strategy, route, &mut events).await?;
+    let mut lined: Lined = groups.iter().filter(|g| g.lined).map(|g| (g.event, g.class)).collect();
     let others: Vec<i64> = wanted.iter().filter(|w| w.how() != How::Cheapest).map(|w| w.request.event).collect();
     if !others.is_empty() {
-        event_rules(conn, others, &mut events).await?;
+        let others = event_rules(conn, others, &mut events).await?;
+        lined.extend(allocation::LinedClasses { events: &others, route }.query().fetch_all(&mut *conn).await?);
     }
     let on_sale = |w: &&Wanted| events.get(&w.request.event).copied().flatten().is_some_and(|r| r.refusal.is_none());
     let named = lock_named(conn, wanted.iter().filter(|w| w.how() == How::Named).filter(on_sale), route).await?;
     let runs = free_runs(conn, wanted.iter().filter(|w| w.how() == How::Together).filter(on_sale), route).await?;
     count_free(conn, &mut groups, route).await?;
     let used = customer_seats(conn, wanted, &events).await?;
-    let mut chosen = choose::in_claim_order(wanted, &events, &mut groups, &named, &runs, used)?;
+    let mut chosen = choose::in_claim_order(wanted, &events, &mut groups, &named, &runs, &lined, used)?;
     lock_blocks(conn, wanted, &runs, &mut chosen, route).await?;
     let (mut decisions, grants) = chosen.settled();
 
@@ -99,6 +102,10 @@ pub async fn allocate(
         for (i, booking) in indexes.into_iter().zip(bookings) {
             decisions[i] = Some(Decision::Done(booking));
         }
+    }
+    // Those refused for want of seats that asked to wait join the waiting list.
+    if wanted.iter().any(|w| w.request.wait_seconds.is_some()) {
+        line::join(conn, wanted, &mut decisions).await?;
     }
     decisions
         .into_iter()
@@ -139,7 +146,16 @@ async fn lock_cheapest(
         .map(|((event, class), need)| {
             let spare = others.get(&(event, Some(class))).copied().unwrap_or(0)
                 + others.get(&(event, None)).copied().unwrap_or(0);
-            Group { event, class, lock: need + spare, locked: Vec::new(), next: 0, contended: false, has_class: true }
+            Group {
+                event,
+                class,
+                lock: need + spare,
+                locked: Vec::new(),
+                next: 0,
+                contended: false,
+                has_class: true,
+                lined: false,
+            }
         })
         .collect();
     if groups.is_empty() {
@@ -156,6 +172,7 @@ async fn lock_cheapest(
             false => None,
         };
         events.insert(group.event, rules);
+        group.lined = row.lined;
         group.locked.extend(row.seat());
     }
     Ok(groups)
@@ -174,18 +191,23 @@ async fn cheapest_rows(
     Ok(lock.query().fetch_all(&mut *conn).await?)
 }
 
-/// Statement 2: the rules of these events.
-async fn event_rules(conn: &mut PgConnection, mut ids: Vec<i64>, events: &mut Events) -> Result<(), ProcessError> {
+/// Statement 2: the rules of these events (which it returns, sorted and
+/// without repeats); and then which of their classes have a waiting list.
+async fn event_rules(
+    conn: &mut PgConnection,
+    mut ids: Vec<i64>,
+    events: &mut Events,
+) -> Result<Vec<i64>, ProcessError> {
     ids.sort_unstable();
     ids.dedup();
     let rows = allocation::EventRules { events: &ids }.query().fetch_all(&mut *conn).await?;
-    for id in ids {
+    for &id in &ids {
         events.entry(id).or_insert(None);
     }
     for r in rows {
         events.insert(r.id, Some(Rules { refusal: refusal(r.refusal.as_deref())?, per_customer: r.per_customer }));
     }
-    Ok(())
+    Ok(ids)
 }
 
 /// Statement 3: lock the seats these requests name.
@@ -249,7 +271,9 @@ async fn free_runs<'w>(
 /// hold some: contention, not a sell-out), and whether the event has the
 /// class at all.
 async fn count_free(conn: &mut PgConnection, groups: &mut [Group], route: Option<i64>) -> Result<(), ProcessError> {
-    let short: Vec<usize> = (0..groups.len()).filter(|&g| (groups[g].locked.len() as i32) < groups[g].lock).collect();
+    // (A group of a class with a waiting list locked nothing on purpose.)
+    let short: Vec<usize> =
+        (0..groups.len()).filter(|&g| !groups[g].lined && (groups[g].locked.len() as i32) < groups[g].lock).collect();
     if short.is_empty() {
         return Ok(());
     }

@@ -62,6 +62,9 @@ pub struct Report {
     pub left_over: usize,
     /// The claim's ticket (see `Wake`); 0 without one.
     pub ticket: u64,
+    /// Requests that joined their event's waiting list (their outcome is
+    /// the database's to record: [`Decision::Listed`]).
+    pub listed: usize,
 }
 
 /// How a batch serves its requests: with its strategy, and routed to its
@@ -107,18 +110,21 @@ pub async fn run(
         Strategy::Serializable => pool.begin_with(claim::BEGIN_SERIALIZABLE).await?,
         _ => pool.begin().await?,
     };
-    let rows: Vec<Claimed> = match &claim {
+    let mut rows: Vec<Claimed> = match &claim {
         Claim::Next(limit) => claim::ClaimBatch { limit: *limit, route }.query().fetch_all(&mut *tx).await?,
         Claim::Retry { ids, .. } => {
             let ids: Vec<i64> = ids.keys().copied().collect();
             claim::ClaimByIds { ids: &ids, route }.query().fetch_all(&mut *tx).await?
         }
     };
+    let claimed = rows.len();
+    let line = rows.iter().any(|r| r.line);
+    in_line(&mut tx, &mut rows, route).await?;
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts, route }));
     if let Claim::Next(limit) = claim
         && let Some(wake) = wake
     {
-        if (rows.len() as i64) < limit {
+        if (claimed as i64) < limit {
             wake.claimed_short(ticket);
         } else if limit > 1 {
             // (A claim of one is the careful mode after a failure: no reason
@@ -130,6 +136,9 @@ pub async fn run(
     let serve = Serve { strategy, route };
     if rows.is_empty() {
         tx.rollback().await?;
+        if line && let Some(wake) = wake {
+            wake.released();
+        }
         return Ok(report);
     }
     if matches!(claim, Claim::Next(_)) {
@@ -183,7 +192,7 @@ pub async fn run(
         }
     }
 
-    report.left_over = rows.len() - outcomes.len() - report.contended.len();
+    report.left_over = rows.len() - outcomes.len() - report.contended.len() - report.listed;
     for o in &outcomes {
         if o.requeues() {
             report.requeued += 1;
@@ -198,10 +207,38 @@ pub async fn run(
     };
     tx.commit().await?;
     in_hand.clear();
+    // The commit let go of the lines of the events whose line requests it
+    // claimed: other claims skipped those requests, and they are claimable
+    // now (the next claim must not take those claims' coming back short
+    // for a drained queue).
+    if line && let Some(wake) = wake {
+        wake.released();
+    }
     announce(pool, &finished, metrics).await;
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);
     Metrics::add(&metrics.requeued, report.requeued as u64);
     Ok(report)
+}
+
+/// Keep of the line requests claimed only those at the head of their
+/// event's line ([`claim::OUT_OF_LINE`]); the others stay queued, untouched,
+/// for the next claim.
+async fn in_line(tx: &mut PgConnection, rows: &mut Vec<Claimed>, route: Option<i64>) -> Result<(), ProcessError> {
+    let mut first: HashMap<i64, i64> = HashMap::new();
+    for r in rows.iter().filter(|r| r.line) {
+        let id = first.entry(r.event_id).or_insert(r.id);
+        *id = (*id).min(r.id);
+    }
+    if first.is_empty() {
+        return Ok(());
+    }
+    let (events, firsts): (Vec<i64>, Vec<i64>) = first.into_iter().unzip();
+    let behind = claim::OutOfLine { events: &events, first: &firsts, route }.query().fetch_all(&mut *tx).await?;
+    if !behind.is_empty() {
+        tracing::debug!(events = ?behind, "claimed line requests behind others; leaving them for the next claim");
+        rows.retain(|r| !(r.line && behind.contains(&r.event_id)));
+    }
+    Ok(())
 }
 
 /// Count a failed attempt for a request whose whole batch failed (its
@@ -294,7 +331,7 @@ async fn alone(
     // Every ending but Done gives the request's seat changes back. If even
     // that fails, the connection is gone: the whole batch rolls back and its
     // requests return to the queue untouched.
-    if let Ok(Decision::Done(_)) = result {
+    if let Ok(Decision::Done(_) | Decision::Listed) = result {
         savepoint.commit().await?;
     } else {
         savepoint.rollback().await?;
@@ -369,6 +406,10 @@ fn outcome_of(
     match result {
         Ok(Decision::Done(booking)) => Some(Outcome::succeeded(row.id, booking, retries)),
         Ok(Decision::Reject(code, message)) => Some(Outcome::failed(row.id, code, message, retries)),
+        Ok(Decision::Listed) => {
+            report.listed += 1;
+            None
+        }
         // Contended, or lock_timeout (the safety net) fired: not a failure.
         Ok(Decision::Contended) => contended(row, claim, retries, report),
         Err(e) if e.is_contention() => contended(row, claim, retries, report),
@@ -439,6 +480,7 @@ mod tests {
             token_hash: None,
             attempts,
             max_attempts: 3,
+            line: false,
         }
     }
 

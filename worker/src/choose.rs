@@ -151,7 +151,16 @@ pub struct Group {
     pub contended: bool,
     /// The event has seats of the class (asked only of a short group).
     pub has_class: bool,
+    /// The class has a waiting list: its free seats are the list's, and
+    /// the group locked none.
+    pub lined: bool,
 }
+
+/// The (event, class) pairs of the batch that have a waiting list
+/// (migrations/0012_waiting_list.sql): their free seats are the list's, so
+/// a request for them is refused `sold_out` (or joins the list, if it asked
+/// to wait), and a named seat of one is `seats_taken`.
+pub type Lined = HashSet<(i64, i16)>;
 
 /// What the batch knows of its seats while it decides, in claim order.
 #[derive(Default)]
@@ -231,6 +240,7 @@ pub fn in_claim_order<'w>(
     groups: &mut [Group],
     named: &HashMap<Key, NamedSeat>,
     runs: &Runs,
+    lined: &Lined,
     mut used: HashMap<Customer<'w>, Option<i64>>,
 ) -> Result<Chosen, ProcessError> {
     let group_of: HashMap<(i64, i16), usize> =
@@ -275,6 +285,10 @@ pub fn in_claim_order<'w>(
                 continue;
             }
         }
+        if w.how() != How::Named && lined.contains(&(r.event, w.class())) {
+            decisions[i] = Some(owed_to_the_list(r.event, w.class(), party));
+            continue;
+        }
         let taken = match w.how() {
             How::Cheapest => {
                 let group = group_of
@@ -283,7 +297,7 @@ pub fn in_claim_order<'w>(
                     .ok_or_else(|| ProcessError::Internal(format!("no group for request {}", w.request_id)))?;
                 cheapest(group, r, &seats)
             }
-            How::Named => named_seats(r, named, &seats),
+            How::Named => named_seats(r, named, &seats).and_then(|mine| promised_to_the_list(mine, r.event, lined)),
             How::Together => match together(runs, r, &seats) {
                 Together::Block(block) => {
                     seats.reserved.extend(block.iter().map(|&s| (r.event, s)));
@@ -544,6 +558,28 @@ fn best_block(runs: &[Run], event: i64, party: usize, excluded: impl Fn(&Key) ->
     best.map(|(_, block)| block.to_vec())
 }
 
+/// A party of a class with a waiting list: `sold_out`, since the class's
+/// free seats are the list's.
+fn owed_to_the_list(event: i64, class: i16, party: usize) -> Decision {
+    Decision::Reject(
+        ErrorCode::SoldOut,
+        format!("0 seat(s) of class {class} left on event {event}, {party} requested: parties are waiting for them"),
+    )
+}
+
+/// Named seats, unless one is of a class with a waiting list: its free
+/// seats are the list's (`seats_taken`).
+fn promised_to_the_list(mine: Vec<SeatInfo>, event: i64, lined: &Lined) -> Result<Vec<SeatInfo>, Decision> {
+    let promised: Vec<SeatInfo> = mine.iter().filter(|s| lined.contains(&(event, s.class))).cloned().collect();
+    if promised.is_empty() {
+        return Ok(mine);
+    }
+    Err(Decision::Reject(
+        ErrorCode::SeatsTaken,
+        format!("seat(s) {} are taken by the waiting list{}", numbers(&promised), named_as(&promised)),
+    ))
+}
+
 /// The message of a `not_on_sale` or `sales_closed` refusal.
 fn sales_message(code: ErrorCode, event: i64) -> String {
     match code {
@@ -693,6 +729,7 @@ mod tests {
     /// A cheapest-first group of class 1 on [`EVENT`] that locked these seats.
     fn group(locked: &[i32]) -> Group {
         Group {
+            lined: false,
             event: EVENT,
             class: 1,
             lock: locked.len() as i32,
@@ -935,7 +972,8 @@ mod tests {
         // The group locked a seat more for the named requests.
         let mut groups = [group(&[1, 2, 3])];
         let named = named_found();
-        let chosen = in_claim_order(&wanted, &events, &mut groups, &named, &Runs::default(), HashMap::new());
+        let chosen =
+            in_claim_order(&wanted, &events, &mut groups, &named, &Runs::default(), &Lined::new(), HashMap::new());
         let (decisions, grants) = chosen.expect("decided").settled();
         assert_eq!(message(decisions[0].as_ref().expect("refused")), "event 8 does not exist");
         assert_eq!(code(decisions[0].as_ref().expect("refused")), Some(ErrorCode::UnknownEvent));
@@ -955,8 +993,15 @@ mod tests {
     fn a_batch_asks_for_a_group_every_cheapest_first_request_has() {
         let requests = [SeatRequest::new(EVENT, 1, 2, "ann")];
         let events: Events = HashMap::from([(EVENT, on_sale(None))]);
-        let chosen =
-            in_claim_order(&wanted(&requests), &events, &mut [], &HashMap::new(), &Runs::default(), HashMap::new());
+        let chosen = in_claim_order(
+            &wanted(&requests),
+            &events,
+            &mut [],
+            &HashMap::new(),
+            &Runs::default(),
+            &Lined::new(),
+            HashMap::new(),
+        );
         assert!(matches!(chosen, Err(ProcessError::Internal(_))));
     }
 
@@ -973,7 +1018,15 @@ mod tests {
         let mut groups = [group(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])];
         // Ann has a seat already; another batch holds Bob's lock.
         let used = HashMap::from([((EVENT, "shop", "ann"), Some(1)), ((EVENT, "shop", "bob"), None)]);
-        let chosen = in_claim_order(&wanted(&requests), &events, &mut groups, &HashMap::new(), &Runs::default(), used);
+        let chosen = in_claim_order(
+            &wanted(&requests),
+            &events,
+            &mut groups,
+            &HashMap::new(),
+            &Runs::default(),
+            &Lined::new(),
+            used,
+        );
         let (decisions, grants) = chosen.expect("decided").settled();
         let over = decisions[1].as_ref().expect("over the limit");
         assert_eq!(code(over), Some(ErrorCode::CustomerLimitExceeded));
@@ -993,7 +1046,8 @@ mod tests {
         let mut groups = [group(&[1, 2])];
         let runs = runs(vec![run(2, 3, 5)]);
         let mut chosen =
-            in_claim_order(&wanted, &events, &mut groups, &HashMap::new(), &runs, HashMap::new()).expect("decided");
+            in_claim_order(&wanted, &events, &mut groups, &HashMap::new(), &runs, &Lined::new(), HashMap::new())
+                .expect("decided");
         assert_eq!(chosen.pending, [(0, vec![21, 22])]);
         let locked = HashMap::from([((EVENT, 21), seat(21, 5)), ((EVENT, 22), seat(22, 5))]);
         chosen.settle_blocks(&wanted, &runs, locked, false);
@@ -1022,7 +1076,8 @@ mod tests {
         let events: Events = HashMap::from([(EVENT, on_sale(None))]);
         let runs = runs(vec![run(1, 6, 10), run(2, 3, 5)]);
         let mut chosen =
-            in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, HashMap::new()).expect("decided");
+            in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, &Lined::new(), HashMap::new())
+                .expect("decided");
         assert_eq!(chosen.pending, [(0, vec![21, 22, 23]), (1, vec![11, 12, 13]), (2, vec![14, 15, 16])]);
         let locked = lock_all_but(&chosen.pending, &[]);
         chosen.settle_blocks(&wanted, &runs, locked, false);
@@ -1040,7 +1095,8 @@ mod tests {
         // A longer row 1: room for Dan's block there too.
         let runs = runs(vec![run(1, 9, 10), run(2, 3, 5)]);
         let mut chosen =
-            in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, HashMap::new()).expect("decided");
+            in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, &Lined::new(), HashMap::new())
+                .expect("decided");
         assert_eq!(
             chosen.pending,
             [(0, vec![21, 22, 23]), (1, vec![11, 12, 13]), (2, vec![14, 15, 16]), (3, vec![17, 18, 19])]
@@ -1062,7 +1118,8 @@ mod tests {
         let events: Events = HashMap::from([(EVENT, on_sale(None))]);
         let runs = runs(vec![run(1, 6, 10), run(2, 3, 5)]);
         let mut chosen =
-            in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, HashMap::new()).expect("decided");
+            in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, &Lined::new(), HashMap::new())
+                .expect("decided");
         assert_eq!(chosen.pending.len(), 3, "Dan is refused: the blocks left are set aside");
         // Seat 13 is held elsewhere: Bob does not get his block, so 11-13
         // may come back, and Dan's refusal is no longer final.
@@ -1081,7 +1138,8 @@ mod tests {
         let wanted = wanted(&requests);
         let events: Events = HashMap::from([(EVENT, on_sale(None))]);
         let runs = runs(vec![run(1, 5, 10)]);
-        let chosen = || in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, HashMap::new());
+        let chosen =
+            || in_claim_order(&wanted, &events, &mut [], &HashMap::new(), &runs, &Lined::new(), HashMap::new());
         let mut moving = chosen().expect("decided");
         assert_eq!(moving.pending, [(0, vec![11, 12])]);
         moving.settle_blocks(&wanted, &runs, lock_all_but(&moving.pending, &[12]), false);

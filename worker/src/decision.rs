@@ -32,4 +32,8 @@ pub enum Decision {
     Reject(ErrorCode, String),
     /// Seats it needs are locked by in-flight transactions: try again later.
     Contended,
+    /// It joined its event's waiting list (`crate::line`); the database
+    /// recorded and announced what became of it (waiting, or served from the
+    /// list at once), and the batch records nothing for it.
+    Listed,
 }

@@ -51,6 +51,7 @@ pub mod batch;
 mod choose;
 mod decision;
 mod fault;
+mod line;
 mod manage;
 pub mod metrics;
 mod periodic;

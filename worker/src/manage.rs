@@ -10,6 +10,7 @@
 //! NOWAIT: a worker never waits on a row lock.
 
 use crate::sql::bookings::{self, Booking};
+use crate::sql::line::ServeLine;
 use seatq_core::limits::MAX_HOLD_SECONDS;
 use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatState};
 use seatq_core::request::{BookingRef, HoldExtension, Request};
@@ -181,6 +182,8 @@ async fn cancel(conn: &mut PgConnection, asking: Asking<'_>, r: &BookingRef) -> 
         return Ok(Decision::Contended);
     }
     bookings::Cancel { booking: b.id, event: b.event, seats: &b.seats }.query().execute(&mut *conn).await?;
+    // The seats go to the event's waiting list first, in this transaction.
+    ServeLine { event: b.event, wait: true }.query().fetch_one(&mut *conn).await?;
     booking_result(conn, &b, BookingState::Cancelled).await
 }
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sql::{claim, expiry};
+use crate::sql::{claim, expiry, line};
 use seatq_core::sql::notify::HOLD_LAPSED_CHANNEL;
 use sqlx::{Acquire as _, PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,8 @@ pub struct Swept {
     pub seats: i64,
     /// Holds marked expired.
     pub bookings: i64,
+    /// Waiting parties served from their waiting list, or whose wait ended.
+    pub waiting: i64,
 }
 
 /// Sweep until nothing lapsed is left (each pass one short transaction).
@@ -32,8 +34,7 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, sqlx::Error> {
     let mut total = Swept::default();
     loop {
         let (pass, more) = sweep_once(pool).await?;
-        total.seats += pass.seats;
-        total.bookings += pass.bookings;
+        total.add(pass);
         if !more {
             return Ok(total);
         }
@@ -50,13 +51,13 @@ pub async fn sweep_once(pool: &PgPool) -> Result<(Swept, bool), sqlx::Error> {
     }
     let mut events = expiry::EventsWithLapsedHolds { bookings: false }.query().fetch_all(&mut *conn).await?;
     events.extend(expiry::EventsWithLapsedHolds { bookings: true }.query().fetch_all(&mut *conn).await?);
+    events.extend(line::EventsWithWaiting { route: None }.query().fetch_all(&mut *conn).await?);
     events.sort_unstable();
     events.dedup();
     let (mut total, mut more) = (Swept::default(), false);
     for event in events {
         let (swept, left) = sweep_one(&mut conn, Some(event)).await?;
-        total.seats += swept.seats;
-        total.bookings += swept.bookings;
+        total.add(swept);
         more |= left;
     }
     Ok((total, more))
@@ -72,9 +73,25 @@ async fn sweep_one(conn: &mut PgConnection, route: Option<i64>) -> Result<(Swept
     if !expired.is_empty() {
         claim::NotifyDone { ids: &expired, channel: HOLD_LAPSED_CHANNEL }.query().execute(&mut *tx).await?;
     }
+    // The seats freed go to the events' waiting lists first, in this
+    // transaction; and waits that are over end. A list another transaction
+    // is serving (-1) is left to it.
+    let mut waiting = 0;
+    let lists = line::EventsWithWaiting { route }.query().fetch_all(&mut *tx).await?;
+    for event in lists {
+        waiting += i64::from(line::ServeLine { event, wait: false }.query().fetch_one(&mut *tx).await?.max(0));
+    }
     tx.commit().await?;
     let bookings = expired.len() as i64;
-    Ok((Swept { seats, bookings }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))
+    Ok((Swept { seats, bookings, waiting }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))
+}
+
+impl Swept {
+    fn add(&mut self, pass: Swept) {
+        self.seats += pass.seats;
+        self.bookings += pass.bookings;
+        self.waiting += pass.waiting;
+    }
 }
 
 /// Sweep every `interval` until cancelled. Cancellation is checked between
@@ -109,8 +126,7 @@ impl Task for Sweeper {
                 Ok((swept, more)) => {
                     Metrics::add(&self.metrics.seats_expired, swept.seats as u64);
                     Metrics::add(&self.metrics.holds_expired, swept.bookings as u64);
-                    total.seats += swept.seats;
-                    total.bookings += swept.bookings;
+                    total.add(swept);
                     if !more || shutdown.is_cancelled() {
                         break Round::Done;
                     }
@@ -120,6 +136,9 @@ impl Task for Sweeper {
         };
         if total.seats + total.bookings > 0 {
             tracing::info!(seats = total.seats, bookings = total.bookings, "expired lapsed holds");
+        }
+        if total.waiting > 0 {
+            tracing::info!(parties = total.waiting, "served waiting lists");
         }
         result
     }

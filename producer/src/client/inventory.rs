@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::Client;
-use crate::outcome::ErrorCode;
-use crate::sql::inventory::{self as sql, EventSummary, SeatGroup};
+use crate::outcome::{ErrorCode, WaitlistOrder};
+use crate::sql::inventory::{self as sql, EventSummary, SeatGroup, WaitingList};
 use crate::venue::{NewEvent, VenueSeat};
 use crate::{Error, RequestError, sqlstate, validate};
 
@@ -134,6 +134,32 @@ impl Client {
         let found = sql::CutHolds { event }.query().fetch_optional(&mut tx).await?;
         tx.commit().await?;
         Ok(found.is_some())
+    }
+
+    /// Event `event`'s line and waiting list (`None` if there is no such
+    /// event): requests in line, parties waiting, the seats they want, the
+    /// longest wait, the order it is served in and whether it is closed.
+    pub async fn waiting_list(&self, event: i64) -> Result<Option<WaitingList>, Error> {
+        Ok(sql::WaitingListOf { event }.query().fetch_optional(&self.db).await?)
+    }
+
+    /// Close event `event`'s waiting list: it takes no one from now on, and
+    /// the parties on it are told `sold_out` now. Whether the event exists.
+    /// (An admin's: it serves the list, as a worker does.)
+    pub async fn close_waiting_list(&self, event: i64) -> Result<bool, Error> {
+        let mut tx = self.db.begin().await?;
+        let found = sql::CloseWaitingList { event }.query().fetch_optional(&mut tx).await?.is_some();
+        if found {
+            sql::ServeLine { event }.query().fetch_one(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    /// Set the order event `event`'s waiting list is served in (see
+    /// [`WaitlistOrder`]). Whether the event exists.
+    pub async fn set_waitlist_order(&self, event: i64, order: WaitlistOrder) -> Result<bool, Error> {
+        Ok(sql::WaitlistOrderOf { event, order }.query().fetch_optional(&self.db).await?.is_some())
     }
 
     /// Change event `event`'s fields: each of `changes` that is set replaces

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::Client;
 use crate::Error;
 use crate::outcome::RequestRecord;
-use crate::sql::queue::{BookingTokenHash, GetRequest, GetRequestHeld};
+use crate::sql::queue::{BookingTokenHash, GetRequest, GetRequestHeld, PlaceOf};
 use crate::token::HoldToken;
 use crate::waiters::{Finished, Waiter};
 
@@ -21,7 +21,19 @@ impl Client {
     /// The request as it stands now.
     pub async fn status(&self, id: i64) -> Result<RequestRecord, Error> {
         let record = GetRequest { id }.query().fetch_optional(&self.db).await?;
-        record.ok_or(Error::NotFound(id))
+        self.placed(record.ok_or(Error::NotFound(id))?).await
+    }
+
+    /// The record with its place, where it is in its event's line or on
+    /// its waiting list ([`RequestRecord::place`]).
+    async fn placed(&self, mut record: RequestRecord) -> Result<RequestRecord, Error> {
+        let event = record.payload.get("event").and_then(serde_json::Value::as_i64);
+        if let (true, false, Some(event)) = (record.line, record.status.is_terminal(), event) {
+            let place =
+                PlaceOf { event, request: record.id, status: record.status }.query().fetch_one(&self.db).await?;
+            record.place = place.map(|p| p.0);
+        }
+        Ok(record)
     }
 
     /// The request as it stands now, for the holder of the hold token it
@@ -31,7 +43,7 @@ impl Client {
     pub async fn status_for(&self, id: i64, token: &HoldToken) -> Result<RequestRecord, Error> {
         let row = GetRequestHeld { id }.query().fetch_optional(&self.db).await?;
         match row {
-            Some(held) if token.hash().matches(held.token_hash.as_deref()) => Ok(held.record),
+            Some(held) if token.hash().matches(held.token_hash.as_deref()) => self.placed(held.record).await,
             _ => Err(Error::NotFound(id)),
         }
     }

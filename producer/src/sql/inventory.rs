@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Effect, Rows, Scalars};
-use crate::outcome::SeatAvailability;
+use crate::outcome::{SeatAvailability, WaitlistOrder};
 use crate::venue::NewEvent;
 
 /// Create events by name ($1, in order: [`AddEvents`]), or find the existing ones; returns
@@ -274,6 +274,93 @@ pub(crate) struct CloseEvent {
 impl CloseEvent {
     pub(crate) fn query(&self) -> Effect<'static> {
         sqlx::query(CLOSE_EVENT).bind(self.event)
+    }
+}
+
+/// Event $1's line and waiting list as operators see them
+/// ([`WaitingList`]; `seatq.line_summary`): a row when the event exists.
+pub(crate) const WAITING_LIST: &str = "
+SELECT e.waitlist_order AS order_, e.waitlist_closed_at AS closed_at, l.in_line, l.waiting, l.seats_wanted, l.oldest
+FROM seatq.events e, seatq.line_summary(e.id) l WHERE e.id = $1";
+
+/// The parameters of [`WAITING_LIST`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitingListOf {
+    pub(crate) event: i64,
+}
+
+impl WaitingListOf {
+    pub(crate) fn query(&self) -> Rows<'static, WaitingList> {
+        sqlx::query_as(WAITING_LIST).bind(self.event)
+    }
+}
+
+/// An event's line and waiting list ([`WAITING_LIST`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct WaitingList {
+    /// The order its waiting list is served in.
+    #[sqlx(rename = "order_")]
+    pub order: WaitlistOrder,
+    /// When the waiting list was closed (it takes no one since).
+    pub closed_at: Option<DateTime<Utc>>,
+    /// Requests queued in its line (asked to wait; not yet served).
+    pub in_line: i64,
+    /// Parties on its waiting list,
+    pub waiting: i64,
+    /// the seats they want in all,
+    pub seats_wanted: i64,
+    /// and when the longest-waiting joined.
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+/// Close event $1's waiting list ([`CloseWaitingList`]; kept if closed
+/// already): it takes no one from now on, and its parties are failed
+/// `sold_out` ([`SERVE_LINE`], next). A row when the event exists.
+pub(crate) const CLOSE_WAITING_LIST: &str = "
+UPDATE seatq.events SET waitlist_closed_at = coalesce(waitlist_closed_at, now()) WHERE id = $1 RETURNING id";
+
+/// The parameters of [`CLOSE_WAITING_LIST`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CloseWaitingList {
+    pub(crate) event: i64,
+}
+
+impl CloseWaitingList {
+    pub(crate) fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(CLOSE_WAITING_LIST).bind(self.event)
+    }
+}
+
+/// Set the order event $1's waiting list is served in ($2: [`WaitlistOrderOf`]).
+/// A row when the event exists.
+pub(crate) const SET_WAITLIST_ORDER: &str = "UPDATE seatq.events SET waitlist_order = $2 WHERE id = $1 RETURNING id";
+
+/// The parameters of [`SET_WAITLIST_ORDER`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitlistOrderOf {
+    pub(crate) event: i64,
+    pub(crate) order: WaitlistOrder,
+}
+
+impl WaitlistOrderOf {
+    pub(crate) fn query(&self) -> Scalars<'static, i64> {
+        sqlx::query_scalar(SET_WAITLIST_ORDER).bind(self.event).bind(self.order)
+    }
+}
+
+/// Serve event $1's waiting list now ([`ServeLine`]; `seatq.serve_line`,
+/// waiting for its line): after its list is closed, its parties are told.
+pub(crate) const SERVE_LINE: &str = "SELECT seatq.serve_line($1, true)";
+
+/// The parameters of [`SERVE_LINE`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServeLine {
+    pub(crate) event: i64,
+}
+
+impl ServeLine {
+    pub(crate) fn query(&self) -> Scalars<'static, i32> {
+        sqlx::query_scalar(SERVE_LINE).bind(self.event)
     }
 }
 

@@ -9,7 +9,8 @@ use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row as _};
 
 use super::{Rows, Scalars};
-use crate::outcome::RequestRecord;
+use crate::outcome::{Place, RequestRecord, Status};
+use sqlx::types::Json;
 
 /// Enqueue one request ([`Enqueue`]; idempotent on the key); returns its id.
 /// Binds kind, payload, key, priority, run_at (NULL: now), and batch, ref and
@@ -153,10 +154,30 @@ macro_rules! request_columns {
     () => {
         "id, kind, payload, idempotency_key, priority, status, attempts,
          contention_retries, run_at, created_at, started_at, finished_at, result, error_code, error_message,
-         batch, batch_ref, batch_line"
+         batch, batch_ref, batch_line, line"
     };
 }
 pub(crate) use request_columns;
+
+/// A line request's place ([`PlaceOf`]; `seatq.place`): in its event's line
+/// while queued, on the waiting list while waiting; NULL otherwise. A
+/// statement without a table: on Citus the function runs on the
+/// coordinator, each of its reads routed to the event's node.
+pub(crate) const PLACE_OF: &str = "SELECT seatq.place($1, $2, $3, true)";
+
+/// The parameters of [`PLACE_OF`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlaceOf {
+    pub(crate) event: i64,
+    pub(crate) request: i64,
+    pub(crate) status: Status,
+}
+
+impl PlaceOf {
+    pub(crate) fn query(&self) -> Scalars<'static, Option<Json<Place>>> {
+        sqlx::query_scalar(PLACE_OF).bind(self.event).bind(self.request).bind(self.status)
+    }
+}
 
 /// One request by id ([`GetRequest`]).
 pub(crate) const GET_REQUEST: &str = concat!("SELECT ", request_columns!(), " FROM seatq.requests WHERE id = $1");
@@ -217,7 +238,8 @@ impl BookingTokenHash {
 
 /// Of the requests waited for ($1: [`FinishedOrGone`]), those finished (with
 /// their row) and those gone (no row: `id` NULL), each with the id asked for
-/// as `wanted` ([`WaitedFor`]); requests still queued are left out. One
+/// as `wanted` ([`WaitedFor`]); requests still queued (or waiting for seats
+/// on a waiting list) are left out. One
 /// statement for every waiter. (The requests are read by `= ANY`, then
 /// joined to the ids: on Citus, where they may be on any node, a join of
 /// the table to the ids' list is refused.)
@@ -227,7 +249,7 @@ pub(crate) const FINISHED_OR_GONE: &str = concat!(
     " FROM seatq.requests WHERE id = ANY($1))
      SELECT w.wanted, r.* FROM unnest($1::bigint[]) AS w(wanted)
      LEFT JOIN r ON r.id = w.wanted
-     WHERE r.id IS NULL OR r.status <> 'queued'"
+     WHERE r.id IS NULL OR r.status NOT IN ('queued', 'waiting')"
 );
 
 /// The parameters of [`FINISHED_OR_GONE`].

@@ -45,6 +45,29 @@ pub struct SalesRules {
     pub per_customer: Option<i32>,
 }
 
+/// The classes of some events that have a waiting list ([`LinedClasses`]):
+/// their free seats are the list's (migrations/0012_waiting_list.sql).
+/// Asked for the events that named and side-by-side requests ask about
+/// (cheapest-first groups learn it from [`LOCK_CHEAPEST`]).
+pub const LINED_CLASSES: &str = "
+SELECT DISTINCT event_id, class FROM seatq.waiting WHERE event_id = ANY($1) /*route event_id*/";
+static ROUTED_LINED_CLASSES: Routable = Routable::new(LINED_CLASSES);
+
+/// The parameters of [`LINED_CLASSES`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinedClasses<'a> {
+    /// The events asked about,
+    pub events: &'a [i64],
+    /// all this one, on a database sharded by event ([`seatq_core::sql::route`]).
+    pub route: Option<i64>,
+}
+
+impl<'a> LinedClasses<'a> {
+    pub fn query(&self) -> Rows<'a, (i64, i16)> {
+        sqlx::query_as(ROUTED_LINED_CLASSES.text(self.route)).bind(self.events).route(self.route)
+    }
+}
+
 /// Live seats each customer of [`CustomerSeats`] (in normal form) has on its event
 /// (`seatq.customer_seats`), and whether this transaction holds that
 /// customer's lock (`seatq.customer_lock`, tried, never waited for): without
@@ -102,17 +125,21 @@ macro_rules! lock_cheapest {
     ($lock:literal, $also:literal) => {
         concat!(
             "
-SELECT g.ord AS grp, e.id IS NOT NULL AS known, r.refusal, e.per_customer,
+SELECT g.ord AS grp, e.id IS NOT NULL AS known, r.refusal, e.per_customer, l.lined,
        s.seat_no AS seat, s.class, s.row_no AS row, s.pos, s.price_cents, s.section, s.row_label, s.label
 FROM unnest($1::bigint[], $2::smallint[], $3::int[]) WITH ORDINALITY AS g(event_id, class, need, ord)
 LEFT JOIN seatq.events e ON e.id = g.event_id
 CROSS JOIN LATERAL (SELECT seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at) AS refusal) r
+CROSS JOIN LATERAL (
+    SELECT EXISTS (SELECT 1 FROM seatq.waiting w WHERE w.event_id = g.event_id AND w.class = g.class /*route w.event_id*/)
+        AS lined
+) l
 LEFT JOIN LATERAL (
     SELECT * FROM (
         SELECT seat_no, class, row_no, pos, price_cents, section, row_label, label
         FROM seatq.seats
         WHERE event_id = g.event_id AND class = g.class
-          AND seatq.is_free(state, held_until) AND r.refusal IS NULL /*route event_id*/
+          AND seatq.is_free(state, held_until) AND r.refusal IS NULL AND NOT l.lined /*route event_id*/
         ORDER BY price_cents, seat_no
         LIMIT g.need
         ",
@@ -140,7 +167,7 @@ pub const LOCK_CHEAPEST: &str = lock_cheapest!(
     "WHERE g.need < $4
     UNION ALL
     SELECT * FROM seatq.lock_cheapest_spread(g.event_id, g.class, g.need)
-    WHERE g.need >= $4 AND e.id IS NOT NULL AND r.refusal IS NULL"
+    WHERE g.need >= $4 AND e.id IS NOT NULL AND r.refusal IS NULL AND NOT l.lined"
 );
 /// Groups needing this many seats or more take them from a random start (see
 /// [`LOCK_CHEAPEST`]): a batch of many parties for one event. Smaller ones keep
@@ -215,6 +242,9 @@ pub struct LockedSeat {
     /// Why its sales refuse now; `None` while on sale.
     pub refusal: Option<String>,
     pub per_customer: Option<i32>,
+    /// The class has a waiting list: its free seats are the list's
+    /// (migrations/0012_waiting_list.sql), and none is locked.
+    pub lined: bool,
     pub seat: Option<i32>,
     pub class: Option<i16>,
     pub row: Option<i32>,

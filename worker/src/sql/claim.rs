@@ -9,17 +9,21 @@ use sqlx::types::Json;
 
 use seatq_core::sql::route::{BindRoute as _, Routable};
 
-use super::{Effect, Rows};
+use super::{Effect, Rows, Scalars};
 use crate::record::Outcome;
 
 /// Claim up to a batch of due requests ([`ClaimBatch`]), best first,
-/// skipping those other workers hold.
+/// skipping those other workers hold. An event's line requests (those that
+/// asked to wait) are claimed only with the event's line lock, tried, never
+/// waited for: one batch at a time takes them, in order, and the others
+/// skip them (migrations/0012_waiting_list.sql).
 /// The row locks are the claim: they last until the batch commits, and vanish
 /// with the connection if the worker dies.
 pub const CLAIM_BATCH: &str = "
-SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts
+SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts, line
 FROM seatq.requests
 WHERE status = 'queued' AND run_at <= now() /*route event_id*/
+  AND (NOT line OR pg_try_advisory_xact_lock(seatq.line_lock(event_id)))
 ORDER BY priority DESC, run_at, id
 LIMIT $1
 FOR UPDATE SKIP LOCKED";
@@ -57,6 +61,38 @@ pub struct Claimed {
     /// Failed attempts so far.
     pub attempts: i32,
     pub max_attempts: i32,
+    /// In its event's line (it asked to wait): claimed with the line's lock.
+    pub line: bool,
+}
+
+/// Of the events whose line requests a batch claimed (each with the first
+/// it claimed: [`OutOfLine`]), those with a queued line request before it:
+/// the batch took the event's line lock after another batch let go of it,
+/// in the middle of its claim, which had skipped the requests before. It
+/// leaves that event's line requests for the next claim, which begins at
+/// the head, so that the line is served in order.
+pub const OUT_OF_LINE: &str = "
+SELECT c.event_id FROM unnest($1::bigint[], $2::bigint[]) AS c(event_id, first)
+WHERE EXISTS (
+    SELECT 1 FROM seatq.requests r
+    WHERE r.event_id = c.event_id AND r.line AND r.status = 'queued' AND r.id < c.first /*route r.event_id*/)";
+static ROUTED_OUT_OF_LINE: Routable = Routable::new(OUT_OF_LINE);
+
+/// The parameters of [`OUT_OF_LINE`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OutOfLine<'a> {
+    /// The events,
+    pub events: &'a [i64],
+    /// and the first line request of each the batch claimed.
+    pub first: &'a [i64],
+    /// All one event, as [`ClaimBatch::route`].
+    pub route: Option<i64>,
+}
+
+impl<'a> OutOfLine<'a> {
+    pub fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(ROUTED_OUT_OF_LINE.text(self.route)).bind(self.events).bind(self.first).route(self.route)
+    }
 }
 
 /// How a batch begins under `--strategy serializable`.
@@ -65,9 +101,10 @@ pub const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 /// Claim these requests again ([`ClaimByIds`]: a contention retry), if still
 /// queued and free.
 pub const CLAIM_BY_IDS: &str = "
-SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts
+SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts, line
 FROM seatq.requests
 WHERE id = ANY($1) AND status = 'queued' /*route event_id*/
+  AND (NOT line OR pg_try_advisory_xact_lock(seatq.line_lock(event_id)))
 ORDER BY priority DESC, run_at, id
 FOR UPDATE SKIP LOCKED";
 static ROUTED_CLAIM_BY_IDS: Routable = Routable::new(CLAIM_BY_IDS);

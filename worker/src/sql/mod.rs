@@ -53,6 +53,7 @@ pub mod bookings;
 pub mod claim;
 pub mod expiry;
 pub mod fault;
+pub mod line;
 pub mod metrics;
 pub mod registry;
 pub mod rescue;

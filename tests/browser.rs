@@ -5,7 +5,12 @@
 //! sweeper releases early (heard on the lapse stream the page follows with
 //! the hold token it made), and the dashboard's figures match the database
 //! while a worker runs; its retry button requeues a dead
-//! request. Screenshots of both pages are saved under `target/browser/`.
+//! request. On a phone's screen the checkout page fits (its map pans in its
+//! own box, seats 24 px across) and keeps Hold, the countdown and Confirm in
+//! reach; seats are picked with the keyboard too; prices show their
+//! currency, refusals speak plainly and the countdown stops once booked.
+//! Screenshots of both pages, desktop and phone, are saved under
+//! `target/browser/`.
 //! Markup and script in every text field (an event's name and venue, seat
 //! labels, customers' names, error messages echoing input) show as text on
 //! every page and in the API's errors, and none of it runs.
@@ -19,6 +24,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chromiumoxide::browser::{Browser, BrowserConfig};
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::cdp::browser_protocol::network::{CookieParam, EventResponseReceived};
 use chromiumoxide::cdp::browser_protocol::page::SetBypassCspParams;
 use chromiumoxide::page::{Page, ScreenshotParams};
@@ -165,17 +171,80 @@ async fn screenshot(page: &Page, name: &str) {
     page.save_screenshot(params, &path).await.unwrap_or_else(|e| panic!("screenshot {}: {e}", path.display()));
 }
 
+/// The screen as it is, no more: a phone's (a whole-page screenshot would
+/// resize the page and drop the phone's metrics).
+async fn screen(page: &Page, name: &str) {
+    let path = artifacts().join(name);
+    let params = ScreenshotParams::builder().full_page(false).build();
+    page.save_screenshot(params, &path).await.unwrap_or_else(|e| panic!("screenshot {}: {e}", path.display()));
+}
+
+/// A phone's screen, in CSS pixels (an iPhone 14's).
+const PHONE: (i64, i64) = (390, 844);
+
+/// A new page the size of a phone (a touch screen, twice as dense as CSS
+/// pixels, reading `<meta name=viewport>` as a phone does) at `url`.
+async fn phone(chrome: &Chrome, url: &str) -> Page {
+    let page = chrome.browser.new_page("about:blank").await.expect("a new page");
+    page.execute(SetDeviceMetricsOverrideParams::new(PHONE.0, PHONE.1, 2.0, true)).await.expect("a phone's screen");
+    page.goto(url).await.unwrap_or_else(|e| panic!("open {url}: {e}"));
+    page
+}
+
+/// What a script evaluates to.
+async fn js<T: serde::de::DeserializeOwned>(page: &Page, script: &str) -> T {
+    let value = page.evaluate(script).await.unwrap_or_else(|e| panic!("{script}: {e}"));
+    value.into_value().unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+/// Where an element is drawn, in CSS pixels of the viewport.
+#[derive(Debug, serde::Deserialize)]
+struct Rect {
+    left: f64,
+    right: f64,
+    width: f64,
+}
+
+async fn rect(page: &Page, selector: &str) -> Rect {
+    let script = format!(
+        "(() => {{ const r = document.querySelector({}).getBoundingClientRect();
+                  return {{ left: r.left, right: r.right, width: r.width }}; }})()",
+        serde_json::json!(selector)
+    );
+    js(page, &script).await
+}
+
+/// Whether the element is on the screen and nothing covers its middle: a
+/// finger there reaches it.
+async fn reachable(page: &Page, selector: &str) -> bool {
+    js(
+        page,
+        &format!(
+            "(() => {{ const e = document.querySelector({}); const r = e.getBoundingClientRect();
+                      if (r.top < 0 || r.left < 0 || r.bottom > innerHeight || r.right > innerWidth || r.width === 0) return false;
+                      const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+                      return hit === e || e.contains(hit); }})()",
+            serde_json::json!(selector)
+        ),
+    )
+    .await
+}
+
+/// The element focused: its `data-seat`, or its tag name.
+async fn focused(page: &Page) -> String {
+    js(page, "document.activeElement.dataset.seat || document.activeElement.tagName").await
+}
+
+/// Press `key` where the focus is.
+async fn press(page: &Page, key: &str) {
+    page.find_element("body").await.expect("the page").press_key(key).await.unwrap_or_else(|e| panic!("{key}: {e}"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkout_and_dashboard_in_chromium() {
     let Some(chrome) = Chrome::launch().await else { return };
     let db = TestDb::new().await;
-    let venue = seatq::venue::parse_csv(std::io::BufReader::new(
-        std::fs::File::open("examples/venues/theatre.csv").expect("the sample theatre"),
-    ))
-    .expect("read the venue");
-    let hamlet =
-        seatq::venue::NewEvent { name: "Hamlet".into(), venue: Some("The Globe".into()), ..Default::default() };
-    let ev = db.client.import_event(&hamlet, &venue.seats).await.expect("import");
+    let (ev, seats) = theatre(&db, "Hamlet", Some("The Globe")).await;
     let s = Served::start(&db, Settings { operator_token: Some(TOKEN.into()), ..Settings::default() }).await;
     let config =
         Config { sweep_interval: Duration::from_millis(200), name: Some("browser-worker".into()), ..Config::default() };
@@ -183,7 +252,7 @@ async fn checkout_and_dashboard_in_chromium() {
 
     // Checkout: pick three seats on the map, hold, see the countdown, confirm.
     let page = chrome.browser.new_page(s.url(&format!("/shop/{ev}"))).await.expect("open the checkout page");
-    assert_eq!(count(&page, "svg.seatmap circle.seat").await, venue.seats.len());
+    assert_eq!(count(&page, "svg.seatmap circle.seat").await, seats.len());
     click(&page, "#customer").await;
     page.find_element("#customer").await.expect("name field").type_str("Ann Browser").await.expect("type");
     let wanted = [45, 46, 47];
@@ -192,7 +261,7 @@ async fn checkout_and_dashboard_in_chromium() {
     }
     let chosen = text(&page, "#selection").await;
     for seat in wanted {
-        let v = &venue.seats[seat as usize - 1];
+        let v = &seats[seat as usize - 1];
         let name = format!("{}, row {}, seat {}", v.section, v.row_label, v.label);
         assert!(chosen.contains(&name), "{name} missing from the selection: {chosen}");
     }
@@ -210,6 +279,7 @@ async fn checkout_and_dashboard_in_chromium() {
     click(&page, "#confirm").await;
     assert!(panel_in(&page, "booked", WITHIN).await, "not booked: {}", text(&page, "#message").await);
     assert!(text(&page, "#hold-message").await.contains("is yours"));
+    assert_eq!(text(&page, "#countdown-line").await, "Booked — your seats are yours", "the countdown runs on");
 
     // Exactly those seats are booked to that customer, and nothing else is.
     let booked: Vec<(i32, String)> = sqlx::query_as(
@@ -365,6 +435,227 @@ async fn checkout_and_dashboard_in_chromium() {
     .await;
     assert!(matches, "the dashboard's figures do not match the database's");
     assert!(text(&dash, r#"[data-testid="finished-recently"]"#).await.parse::<i64>().is_ok_and(|n| n >= 4));
+
+    chrome.close().await;
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
+/// An event of the sample theatre (`examples/venues/theatre.csv`), and its seats.
+async fn theatre(db: &TestDb, name: &str, venue: Option<&str>) -> (i64, Vec<seatq::venue::VenueSeat>) {
+    let file = std::fs::File::open("examples/venues/theatre.csv").expect("the sample theatre");
+    let seats = seatq::venue::parse_csv(std::io::BufReader::new(file)).expect("read the venue").seats;
+    let event = seatq::venue::NewEvent { name: name.into(), venue: venue.map(Into::into), ..Default::default() };
+    (db.client.import_event(&event, &seats).await.expect("import"), seats)
+}
+
+/// The checkout page on a phone (390 x 844): the page never scrolls
+/// sideways, the map pans in its own box (and stays panned when redrawn)
+/// with every seat at least 24 px across, and the action bar (the choice
+/// and Hold, then the countdown and Confirm) is on the screen, uncovered,
+/// however far down the map the customer is. A seat someone took meanwhile
+/// is refused in plain words, the code kept for support; a booking stops
+/// the countdown and says so; prices show their currency; the icon is
+/// there (no 404). Then the keyboard: Tab reaches the first free seat,
+/// Space and Enter tick seats, arrows move between them, and a redraw keeps
+/// the focus. Last, the dashboard on a phone: a worker's settings read in
+/// lines of words, not a character a line. Screenshots: `checkout-phone.png`,
+/// `checkout-phone-held.png`, `dashboard-phone.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_and_a_keyboard_buy_seats() {
+    let Some(chrome) = Chrome::launch().await else { return };
+    let db = TestDb::new().await;
+    let (ev, seats) = theatre(&db, "Hamlet", Some("The Globe")).await;
+    let s = Served::start(&db, Settings { operator_token: Some(TOKEN.into()), ..Settings::default() }).await;
+    let config = Config { name: Some("phone-worker".into()), ..Config::default() };
+    let workers = Running::start(&db, 1, config).await;
+    let width = PHONE.0 as f64;
+
+    // Every answer the page loads, to find any 404 (a favicon's, say).
+    let page = chrome.browser.new_page("about:blank").await.expect("a new page");
+    let mut responses = page.event_listener::<EventResponseReceived>().await.expect("follow the page's responses");
+    page.execute(SetDeviceMetricsOverrideParams::new(PHONE.0, PHONE.1, 2.0, true)).await.expect("a phone's screen");
+    page.goto(s.url(&format!("/shop/{ev}"))).await.expect("open the checkout page");
+
+    // The page fits the screen; the map is wider and pans in its box.
+    let screen_size: (f64, f64) = js(&page, "[innerWidth, innerHeight]").await;
+    assert_eq!(screen_size, (width, PHONE.1 as f64), "not a phone's viewport");
+    let page_width: f64 = js(&page, "document.documentElement.scrollWidth").await;
+    assert!(page_width <= width, "the page scrolls sideways: {page_width} px wide on a {width} px screen");
+    let mapbox = rect(&page, ".mapbox").await;
+    assert!(mapbox.left >= 0.0 && mapbox.right <= width, "the map's box runs off the screen: {mapbox:?}");
+    let (scroll, client): (f64, f64) =
+        js(&page, "[document.querySelector('.mapbox').scrollWidth, document.querySelector('.mapbox').clientWidth]")
+            .await;
+    assert!(scroll > client, "the theatre's 20-seat rows fit a phone only by shrinking: {scroll} in {client}");
+    assert!(!text(&page, ".pan-hint").await.is_empty(), "nothing says the map pans");
+    let sizes: Vec<(f64, f64)> = js(
+        &page,
+        "[...document.querySelectorAll('svg.seatmap circle.seat')].map(c => { const r = c.getBoundingClientRect(); return [r.width, r.height]; })",
+    )
+    .await;
+    assert_eq!(sizes.len(), seats.len());
+    assert!(
+        sizes.iter().all(|&(w, h)| w >= 24.0 && h >= 24.0),
+        "a seat under 24 px: {:?}",
+        sizes.iter().min_by(|a, b| a.0.total_cmp(&b.0))
+    );
+
+    // Prices in pounds (the default currency), classes by their names.
+    assert_eq!(text(&page, r#"[data-testid="class-2-price"]"#).await, "£45.00");
+    assert_eq!(text(&page, r#"tr[data-class="2"] td"#).await, "Stalls rows A–G");
+    assert_eq!(text(&page, r#"tr[data-class="4"] td"#).await, "Boxes");
+    assert_eq!(text(&page, r#"#class option[value="3"]"#).await, "Stalls rows H–M, Circle rows D–F · £28.00 – £32.50");
+    let spoken = attribute(&page, r#"circle.seat[data-seat="1"]"#, "aria-label").await;
+    assert_eq!(spoken.as_deref(), Some("Stalls row A seat 1, £45.00"));
+    assert_eq!(count(&page, "svg.seatmap .stage").await, 1, "no stage on the map");
+
+    // The icon: linked, served, and no answer of the page's was a 404.
+    let icon: (u16, String, u16) = js(
+        &page,
+        "(async () => { const r = await fetch(document.querySelector('link[rel=icon]').href);
+                        const ico = await fetch('/favicon.ico');
+                        return [r.status, r.headers.get('Content-Type'), ico.status]; })()",
+    )
+    .await;
+    assert_eq!(icon, (200, "image/svg+xml".to_string(), 200));
+    let mut missing = Vec::new();
+    while let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(300), responses.next()).await {
+        if r.response.status == 404 {
+            missing.push(r.response.url.clone());
+        }
+    }
+    assert!(missing.is_empty(), "404s while loading the page: {missing:?}");
+
+    // Panned sideways, the map stays panned when the page redraws it.
+    page.evaluate("document.querySelector('.mapbox').scrollLeft = 120").await.expect("pan");
+    assert!(refreshed(&page).await, "the map is never redrawn");
+    let panned: f64 = js(&page, "document.querySelector('.mapbox').scrollLeft").await;
+    assert_eq!(panned, 120.0, "a redraw threw the map back to its left edge");
+    page.evaluate("document.querySelector('.mapbox').scrollLeft = 0").await.expect("pan back");
+
+    // A tap on a seat: Hold is on the screen at once, nothing over it,
+    // though the page is scrolled down to the map's last rows.
+    page.evaluate(
+        "{ const c = document.querySelector('#customer'); c.value = 'Pat Phone'; c.dispatchEvent(new Event('input')); }",
+    )
+    .await
+    .expect("the customer's name");
+    page.evaluate("scrollTo(0, 0)").await.expect("scroll to the top");
+    click(&page, r#"circle.seat[data-seat="65"]"#).await;
+    assert!(text(&page, "#selection").await.contains("Stalls, row D, seat 5 — total £45.00"));
+    assert!(reachable(&page, "#hold").await, "Hold is off the screen or covered after a tap on a seat");
+    screen(&page, "checkout-phone.png").await;
+    page.evaluate("document.querySelector('circle.seat[data-seat=\"350\"]').scrollIntoView()").await.expect("scroll");
+    assert!(reachable(&page, "#hold").await, "Hold is off the screen at the bottom of the map");
+
+    // Someone else takes that seat first: the refusal in plain words,
+    // above the bar, its code kept for support; the seat shows taken.
+    let other = db.run(seatq::Request::Hold(seatq::SeatRequest::named(ev, vec![65], "Quick Quentin"))).await;
+    assert_eq!(other.status, Status::Succeeded, "{other:?}");
+    click(&page, "#hold").await;
+    let said = "Stalls seat D5 was just taken by someone else. Pick another seat.";
+    assert!(
+        eventually(WITHIN, || async { text(&page, "#message").await.starts_with(said) }).await,
+        "the refusal: {:?}",
+        text(&page, "#message").await
+    );
+    assert_eq!(attribute(&page, "#message", "data-code").await.as_deref(), Some("seats_taken"));
+    assert_eq!(text(&page, "#message small.code").await, "Code for support: seats_taken");
+    assert!(!text(&page, "#message").await.contains("seat(s)"), "seatq's own words shown to the customer");
+    assert!(reachable(&page, "#message").await, "the refusal is off the screen");
+    // Shown taken at once (a redraw from a view a moment old may show it
+    // free again for a moment: never chosen), and held once redrawn.
+    let class = attribute(&page, r#"circle.seat[data-seat="65"]"#, "class").await.unwrap_or_default();
+    assert!(!class.contains("selected"), "the taken seat still shows chosen: {class}");
+    let shown_held = eventually(WITHIN, || async {
+        attribute(&page, r#"circle.seat[data-seat="65"]"#, "class").await.as_deref() == Some("seat held")
+    })
+    .await;
+    assert!(shown_held, "the taken seat never shows held");
+    assert_eq!(text(&page, "#selection").await, "No seats chosen.");
+
+    // Another seat, held: the countdown and Confirm in reach; confirmed:
+    // the countdown stops and says the seats are the customer's.
+    click(&page, r#"circle.seat[data-seat="66"]"#).await;
+    click(&page, "#hold").await;
+    assert!(panel_in(&page, "held", WITHIN).await, "no hold: {}", text(&page, "#message").await);
+    assert!(reachable(&page, "#confirm").await, "Confirm is off the screen or covered");
+    assert!(reachable(&page, "#countdown").await, "the countdown is off the screen or covered");
+    assert_eq!(text(&page, "#hold-total").await, "£45.00");
+    screen(&page, "checkout-phone-held.png").await;
+    click(&page, "#confirm").await;
+    assert!(panel_in(&page, "booked", WITHIN).await, "not booked: {}", text(&page, "#message").await);
+    let stopped = text(&page, "#countdown-line").await;
+    assert_eq!(stopped, "Booked — your seats are yours");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(text(&page, "#countdown-line").await, stopped, "the countdown still runs after booking");
+    assert!(reachable(&page, "#again").await, "no way on after booking");
+
+    // Sales closed: said so, in words.
+    db.client.close_event(ev).await.expect("close the sales");
+    click(&page, "#again").await;
+    click(&page, r#"circle.seat[data-seat="67"]"#).await;
+    click(&page, "#hold").await;
+    let closed = "Sales for this event have closed: no more seats can be bought.";
+    assert!(
+        eventually(WITHIN, || async { text(&page, "#message").await.starts_with(closed) }).await,
+        "the refusal: {:?}",
+        text(&page, "#message").await
+    );
+    assert_eq!(attribute(&page, "#message", "data-code").await.as_deref(), Some("sales_closed"));
+
+    // The keyboard, on a desktop's page of another event: Tab from the
+    // last link of the navigation reaches the first free seat, Space ticks
+    // it, the right arrow moves to the next, Enter ticks that, and a
+    // redraw keeps the focus and the ticks.
+    let (kb, _) = theatre(&db, "Hamlet, matinée", None).await;
+    let desk = chrome.browser.new_page(s.url(&format!("/shop/{kb}"))).await.expect("open the checkout page");
+    desk.evaluate("document.querySelector('header.top nav a:last-child').focus()").await.expect("focus the nav");
+    press(&desk, "Tab").await;
+    assert_eq!(focused(&desk).await, "1", "Tab does not reach the first seat");
+    press(&desk, " ").await;
+    assert_eq!(attribute(&desk, r#"circle.seat[data-seat="1"]"#, "aria-checked").await.as_deref(), Some("true"));
+    press(&desk, "ArrowRight").await;
+    assert_eq!(focused(&desk).await, "2", "the arrow does not move to the next seat");
+    press(&desk, "Enter").await;
+    let chosen = text(&desk, "#selection").await;
+    assert_eq!(chosen, "Stalls, row A, seat 1; Stalls, row A, seat 2 — total £90.00");
+    assert!(refreshed(&desk).await, "the map is never redrawn");
+    assert_eq!(focused(&desk).await, "2", "a redraw took the focus away");
+    assert_eq!(count(&desk, r#"circle.seat.selected[aria-checked="true"]"#).await, 2, "a redraw lost the ticks");
+    // Taken and unsellable seats are out of the tab order.
+    assert_eq!(count(&desk, "circle.seat:not(.free)[tabindex]").await, 0);
+    desk.evaluate(
+        "{ const c = document.querySelector('#customer'); c.value = 'Kay Board'; c.dispatchEvent(new Event('input')); }",
+    )
+    .await
+    .expect("the customer's name");
+    desk.evaluate("document.querySelector('#hold').focus()").await.expect("focus Hold");
+    press(&desk, "Enter").await;
+    assert!(panel_in(&desk, "held", WITHIN).await, "no hold: {}", text(&desk, "#message").await);
+    let held: Vec<i32> = sqlx::query_scalar(
+        "SELECT s.seat_no FROM seatq.seats s JOIN seatq.bookings b ON b.id = s.booking_id
+         WHERE s.event_id = $1 AND b.customer = 'Kay Board' ORDER BY 1",
+    )
+    .bind(kb)
+    .fetch_all(&db.pool)
+    .await
+    .expect("held seats");
+    assert_eq!(held, [1, 2]);
+
+    // The dashboard on a phone: a worker's settings read in lines of words.
+    let dash = phone(&chrome, &s.url("/dashboard")).await;
+    assert!(
+        eventually(WITHIN, || async { text(&dash, r#"[data-testid="worker-name"]"#).await == "phone-worker" }).await,
+        "no worker on the dashboard"
+    );
+    let settings = rect(&dash, r#"[data-testid="worker-settings"]"#).await;
+    assert!(settings.width >= width / 2.0, "the worker's settings squeezed into a column: {settings:?}");
+    let dash_width: f64 = js(&dash, "document.documentElement.scrollWidth").await;
+    assert!(dash_width <= width, "the dashboard scrolls sideways: {dash_width} px wide");
+    dash.evaluate("document.querySelector('[data-testid=\"workers\"]').scrollIntoView()").await.expect("scroll");
+    screen(&dash, "dashboard-phone.png").await;
 
     chrome.close().await;
     workers.stop().await;

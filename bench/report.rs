@@ -109,6 +109,19 @@ pub fn table(results: &[Measured]) -> String {
         if let Some(n) = m.holds_expired {
             let _ = write!(out, "; holds expired by the sweeper {n}");
         }
+        if let Some(l) = &m.line {
+            let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
+            let _ = write!(
+                out,
+                "; largest overtaking {} positions; {} seats handed to waiting parties, freed to held p50 {}, p99 {}; \
+                 {} parties still waiting",
+                l.largest_overtaking,
+                l.handed_over_seats,
+                ms(l.handover_p50_ms),
+                ms(l.handover_p99_ms),
+                l.still_waiting
+            );
+        }
         if let Some(parts) = &m.latency.parts {
             let _ = write!(
                 out,

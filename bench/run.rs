@@ -140,6 +140,9 @@ pub struct Measured {
     pub outcomes: BTreeMap<String, i64>,
     /// Checkout: bookings the sweeper expired (abandoned holds).
     pub holds_expired: Option<i64>,
+    /// The line scenario: its fairness and its hand-overs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<LineMeasured>,
     /// What the storefront readers measured, when there were any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads: Option<Reads>,
@@ -235,7 +238,7 @@ pub async fn run(
         .collect();
     let expected = (backlog.len() + burst.len()) as i64;
     let mut checkout = match plan.scenario {
-        Scenario::Checkout => Some(Checkout::listen(&pool).await?),
+        Scenario::Checkout | Scenario::OnSaleLine => Some(Checkout::listen(&pool).await?),
         _ => None,
     };
     let readers = match (plan.readers, events.first()) {
@@ -330,6 +333,10 @@ pub async fn run(
     };
     workers.stop();
 
+    let line = match plan.scenario {
+        Scenario::OnSaleLine => Some(line_measured(&pool, first).await?),
+        _ => None,
+    };
     let summary = summary(&pool, first, t0).await?;
     let secs = (summary.last_finished.unwrap_or(t0) - t0).num_microseconds().unwrap_or(0) as f64 / 1e6;
     let outcomes: Vec<(String, String, i64)> = sqlx::query_as(sql::OUTCOMES).bind(first).fetch_all(&pool).await?;
@@ -371,6 +378,7 @@ pub async fn run(
         worker_peak_mib: peak,
         outcomes: outcomes.into_iter().map(|(kind, outcome, n)| (format!("{kind} {outcome}"), n)).collect(),
         holds_expired,
+        line,
         reads,
         invariants_ok: violations.is_empty(),
         violations,
@@ -470,6 +478,72 @@ impl Checkout {
         }
         Ok(ids.len())
     }
+}
+
+/// What the line scenario measured beyond the rest.
+#[derive(Debug, Clone, Serialize)]
+pub struct LineMeasured {
+    /// The most positions any request was answered ahead of an earlier one
+    /// (how many requests that arrived before it were answered after it).
+    pub largest_overtaking: u64,
+    /// Seats handed over to waiting parties after they joined the list, and
+    /// how long after each seat came free the party held it (a cancel hands
+    /// over in its own transaction: 0; a lapsed hold, when the sweeper
+    /// frees it).
+    pub handed_over_seats: i64,
+    pub handover_p50_ms: Option<f64>,
+    pub handover_p99_ms: Option<f64>,
+    /// Parties still waiting at the end.
+    pub still_waiting: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Handovers {
+    seats: i64,
+    p50: Option<f64>,
+    p99: Option<f64>,
+}
+
+async fn line_measured(pool: &PgPool, first: i64) -> Result<LineMeasured, sqlx::Error> {
+    let answered: Vec<DateTime<Utc>> = sqlx::query_scalar(sql::LINE_ANSWERS).bind(first).fetch_all(pool).await?;
+    let handed: Handovers = sqlx::query_as(sql::HANDOVERS).bind(first).fetch_one(pool).await?;
+    let still_waiting = sqlx::query_scalar(sql::STILL_WAITING).fetch_one(pool).await?;
+    Ok(LineMeasured {
+        largest_overtaking: largest_overtaking(&answered),
+        handed_over_seats: handed.seats,
+        handover_p50_ms: handed.p50,
+        handover_p99_ms: handed.p99,
+        still_waiting,
+    })
+}
+
+/// Of requests in arrival order, answered at these times: the most requests
+/// that arrived before one and were answered after it (answered at the same
+/// time, in one batch, is not after). By rank and a Fenwick tree: n log n.
+fn largest_overtaking(answered: &[DateTime<Utc>]) -> u64 {
+    let mut times: Vec<DateTime<Utc>> = answered.to_vec();
+    times.sort_unstable();
+    times.dedup();
+    let mut tree = vec![0u64; times.len() + 1];
+    let mut most = 0;
+    for (seen, t) in answered.iter().enumerate() {
+        // The 1-based rank of its time: the earlier requests at a higher
+        // rank were answered after it.
+        let rank = times.partition_point(|x| x <= t);
+        let mut at_or_before = 0;
+        let mut i = rank;
+        while i > 0 {
+            at_or_before += tree[i];
+            i &= i - 1;
+        }
+        most = most.max(seen as u64 - at_or_before);
+        let mut i = rank;
+        while i < tree.len() {
+            tree[i] += 1;
+            i += i & i.wrapping_neg();
+        }
+    }
+    most
 }
 
 /// [`sql::SUMMARY`]'s row.
@@ -636,4 +710,19 @@ async fn postmasters(server: &Server, pool: &PgPool) -> anyhow::Result<Vec<(Stri
         conn.close().await?;
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overtaking_counts_the_earlier_requests_answered_later() {
+        let t = |ms: i64| DateTime::<Utc>::from_timestamp_millis(ms).expect("a time");
+        assert_eq!(largest_overtaking(&[]), 0);
+        assert_eq!(largest_overtaking(&[t(1), t(1), t(2), t(3)]), 0, "in order, one batch sharing a time");
+        // The fourth was answered before the second and third.
+        assert_eq!(largest_overtaking(&[t(1), t(5), t(6), t(2), t(7)]), 2);
+        assert_eq!(largest_overtaking(&[t(9), t(8), t(7), t(6)]), 3);
+    }
 }

@@ -19,6 +19,10 @@ const ONSALE_SEATS: i32 = 200;
 /// all in their front rows, so that they collide.
 const ONSALE_NAMED_EVENTS: usize = 3;
 const ONSALE_NAMED_FROM: i32 = 36;
+/// The line scenario's one event.
+const LINE_SEATS: i32 = 2_000;
+/// How long the line scenario's requests wait for seats, at most.
+const LINE_WAIT_SECS: u32 = 3_600;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
@@ -38,9 +42,16 @@ pub enum Scenario {
     /// `seats_taken`, `no_adjacent_seats`), which must cost no more than a
     /// booking.
     OnSale,
+    /// The line at an opening: one event of 2,000 seats that 20,000
+    /// requests, every one asking to wait (`wait_seconds`), want at once;
+    /// most join its waiting list. The holds are then confirmed, cancelled
+    /// or left to lapse, as at a checkout, and the seats that come back are
+    /// handed over to the list.
+    OnSaleLine,
 }
 
-pub const ALL: [Scenario; 5] = [Scenario::Spread, Scenario::Hot, Scenario::Checkout, Scenario::Deep, Scenario::OnSale];
+pub const ALL: [Scenario; 6] =
+    [Scenario::Spread, Scenario::Hot, Scenario::Checkout, Scenario::Deep, Scenario::OnSale, Scenario::OnSaleLine];
 
 /// How a scenario runs unless the command line says otherwise.
 pub struct Defaults {
@@ -60,6 +71,7 @@ impl Scenario {
             Scenario::Checkout => "checkout",
             Scenario::Deep => "deep",
             Scenario::OnSale => "on-sale",
+            Scenario::OnSaleLine => "onsale-line",
         }
     }
 
@@ -70,7 +82,7 @@ impl Scenario {
             // for 20,000 seats; 32 batch loops fight over it.
             Scenario::Hot => Defaults { requests: 5_000, workers: 1, concurrency: 32 },
             Scenario::Checkout => Defaults { requests: 40_000, workers: 1, concurrency: 4 },
-            Scenario::OnSale => Defaults { requests: 20_000, workers: 1, concurrency: 4 },
+            Scenario::OnSale | Scenario::OnSaleLine => Defaults { requests: 20_000, workers: 1, concurrency: 4 },
         }
     }
 
@@ -80,6 +92,7 @@ impl Scenario {
         match self {
             Scenario::Hot => (vec!["Hot venue".to_string()], VENUE_SEATS),
             Scenario::OnSale => ((1..=ONSALE_EVENTS).map(|n| format!("On-sale {n}")).collect(), ONSALE_SEATS),
+            Scenario::OnSaleLine => (vec!["On-sale line".to_string()], LINE_SEATS),
             _ => ((1..=flights.max(1)).map(|n| format!("Flight {n}")).collect(), FLIGHT_SEATS),
         }
     }
@@ -136,6 +149,11 @@ impl Scenario {
                     ("book", p)
                 }
             }
+            Scenario::OnSaleLine => {
+                let p = json!({"event": events[0], "class": class_of(rng), "party": rng.u32(1..=4),
+                               "customer": customer, "hold_seconds": hold_secs, "wait_seconds": LINE_WAIT_SECS});
+                ("hold", p)
+            }
             Scenario::Spread | Scenario::Deep | Scenario::Checkout => {
                 let event = events[rng.usize(..events.len())];
                 let class = class_of(rng);
@@ -161,9 +179,9 @@ impl fmt::Display for Scenario {
 impl FromStr for Scenario {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ALL.into_iter()
-            .find(|sc| sc.name() == s)
-            .ok_or_else(|| format!("unknown scenario {s:?}: expected spread, hot, checkout, deep, on-sale or all"))
+        ALL.into_iter().find(|sc| sc.name() == s).ok_or_else(|| {
+            format!("unknown scenario {s:?}: expected spread, hot, checkout, deep, on-sale, onsale-line or all")
+        })
     }
 }
 

@@ -65,7 +65,7 @@ WHERE id = ANY($1) AND status = 'succeeded' AND kind = 'hold'";
 /// transaction's time up to the outcome.
 pub const SUMMARY: &str = "
 SELECT count(*) AS requests,
-       max(finished_at) AS last_finished,
+       max(answered) AS last_finished,
        coalesce(sum(contention_retries), 0)::bigint AS contention_retries,
        percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) AS p50,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) AS p95,
@@ -74,12 +74,50 @@ SELECT count(*) AS requests,
        percentile_cont(0.50) WITHIN GROUP (ORDER BY queue_ms) AS queue_p50,
        percentile_cont(0.50) WITHIN GROUP (ORDER BY batch_ms) AS batch_p50
 FROM (
-    SELECT finished_at, contention_retries,
-           extract(epoch FROM finished_at - available)::float8 * 1000 AS ms,
+    SELECT answered, contention_retries,
+           extract(epoch FROM answered - available)::float8 * 1000 AS ms,
            extract(epoch FROM greatest(started_at, available) - available)::float8 * 1000 AS queue_ms,
-           extract(epoch FROM finished_at - greatest(started_at, available))::float8 * 1000 AS batch_ms
-    FROM (SELECT *, greatest(created_at, $2) AS available FROM seatq.requests WHERE id > $1) q
+           extract(epoch FROM answered - greatest(started_at, available))::float8 * 1000 AS batch_ms
+    FROM (SELECT *, greatest(created_at, $2) AS available,
+                 coalesce(finished_at, CASE WHEN status = 'waiting' THEN started_at END) AS answered
+          FROM seatq.requests WHERE id > $1) q
 ) r";
+
+/// The line scenario's requests of the burst (id > $1): in arrival order,
+/// when each was answered (its outcome; or, put on the waiting list, when
+/// its batch began).
+pub const LINE_ANSWERS: &str = "
+SELECT coalesce(finished_at, started_at) AS answered FROM seatq.requests
+WHERE id > $1 AND line AND (status <> 'queued')
+ORDER BY id";
+
+/// Seats handed to waiting parties (bookings of line requests made after
+/// their request joined the list): how long after the seat came free (its
+/// previous booking cancelled, or its hold lapsed) the party held it, in
+/// milliseconds: the count, the median and the 99th percentile.
+pub const HANDOVERS: &str = "
+WITH handed AS (
+    SELECT b.id, b.event_id, b.created_at, s.seat
+    FROM seatq.bookings b
+    JOIN seatq.requests r ON r.id = b.request_id AND r.event_id = b.event_id
+    CROSS JOIN LATERAL unnest(b.seats) AS s(seat)
+    WHERE r.id > $1 AND r.line AND b.created_at > r.started_at
+), freed AS (
+    SELECT h.created_at,
+           (SELECT max(CASE WHEN p.state = 'cancelled' THEN p.updated_at ELSE p.held_until END)
+            FROM seatq.bookings p
+            WHERE p.event_id = h.event_id AND h.seat = ANY (p.seats) AND p.id < h.id
+              AND p.state IN ('cancelled', 'expired', 'held')) AS freed_at
+    FROM handed h
+), ms AS (
+    SELECT greatest(extract(epoch FROM created_at - freed_at)::float8 * 1000, 0) AS ms FROM freed WHERE freed_at IS NOT NULL
+)
+SELECT count(*) AS seats, percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) AS p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
+FROM ms";
+
+/// Parties still on the waiting list at the end.
+pub const STILL_WAITING: &str = "SELECT count(*) FROM seatq.requests WHERE status = 'waiting'";
 
 /// This run's outcomes (id > $1) by kind and status or error code.
 pub const OUTCOMES: &str = "

@@ -152,24 +152,29 @@ DECLARE
     v_closed timestamptz;
     v_refusal text;
     v_ended bigint[];
+    v_code text;
+    v_message text;
+    -- The time as a value: Citus refuses now() inside a CASE of an UPDATE.
+    v_now timestamptz := now();
 BEGIN
     SELECT e.waitlist_closed_at, seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at)
     INTO v_closed, v_refusal
     FROM seatq.events e WHERE e.id = p_event;
+    -- The code and message as values (Citus takes no function but an
+    -- immutable one inside an UPDATE's CASE).
+    v_code := CASE WHEN v_refusal = 'sales_closed' THEN 'sales_closed' ELSE 'sold_out' END;
+    v_message := CASE
+        WHEN v_refusal = 'sales_closed' THEN format('sales for event %s have closed', p_event)
+        WHEN v_closed <= v_now THEN format('sold out: the waiting list of event %s is closed', p_event)
+        ELSE 'sold out: no seats came free for this party before its wait ended' END;
     WITH gone AS (
         DELETE FROM seatq.waiting w
         WHERE w.event_id = p_event
-          AND (w.until <= now() OR v_closed <= now() OR v_refusal = 'sales_closed')
+          AND (w.until <= v_now OR v_closed <= v_now OR v_refusal = 'sales_closed')
         RETURNING w.request_id
     ), failed AS (
         UPDATE seatq.requests r
-        SET status = 'failed',
-            error_code = CASE WHEN v_refusal = 'sales_closed' THEN 'sales_closed' ELSE 'sold_out' END,
-            error_message = CASE
-                WHEN v_refusal = 'sales_closed' THEN format('sales for event %s have closed', p_event)
-                WHEN v_closed <= now() THEN format('sold out: the waiting list of event %s is closed', p_event)
-                ELSE 'sold out: no seats came free for this party before its wait ended' END,
-            finished_at = now()
+        SET status = 'failed', error_code = v_code, error_message = v_message, finished_at = v_now
         FROM gone
         WHERE r.id = gone.request_id AND r.event_id = p_event AND r.status = 'waiting'
         RETURNING r.id
@@ -251,11 +256,17 @@ DECLARE
     v_run int;
     v_seats int[];
     v_state seatq.booking_state;
+    v_seat_state seatq.seat_state;
+    v_result jsonb;
     v_until timestamptz;
     v_total bigint;
     v_list jsonb;
     v_booking bigint;
     v_key text;
+    v_used bigint;
+    v_message text;
+    -- As in seatq.end_waits.
+    v_now timestamptz := now();
 BEGIN
     IF p_wait THEN
         PERFORM pg_advisory_xact_lock(seatq.line_lock(p_event));
@@ -324,22 +335,26 @@ BEGIN
                     v_after := w.request_id;
                     CONTINUE;
                 END IF;
-                IF seatq.customer_seats(p_event, rq.producer, v_key) + w.party > ev.per_customer THEN
+                v_used := seatq.customer_seats(p_event, rq.producer, v_key);
+                IF v_used + w.party > ev.per_customer THEN
                     DELETE FROM seatq.waiting x WHERE x.event_id = p_event AND x.request_id = w.request_id;
+                    v_message := format('event %s allows %s seats per customer; %s has %s, and %s more would be %s',
+                                        p_event, ev.per_customer, v_key, v_used, w.party, v_used + w.party);
                     UPDATE seatq.requests r
-                    SET status = 'failed', error_code = 'customer_limit_exceeded', finished_at = now(),
-                        error_message = format('customer_limit_exceeded: event %s allows %s seats per customer; %s more would be %s',
-                                               p_event, ev.per_customer, w.party,
-                                               seatq.customer_seats(p_event, rq.producer, v_key) + w.party)
+                    SET status = 'failed', error_code = 'customer_limit_exceeded', finished_at = v_now,
+                        error_message = v_message
                     WHERE r.id = w.request_id AND r.event_id = p_event;
                     PERFORM pg_notify('seatq_done', w.request_id::text);
                     v_done := v_done + 1;
                     CONTINUE;
                 END IF;
             END IF;
+            -- In seat-number order, as a booking lists them (sorted here:
+            -- Citus takes no subquery in an INSERT).
+            v_seats := ARRAY(SELECT unnest(v_seats) ORDER BY 1);
             v_state := CASE WHEN rq.kind = 'book' THEN 'booked' ELSE 'held' END;
             v_until := CASE WHEN v_state = 'held'
-                            THEN least(now() + coalesce((rq.payload ->> 'hold_seconds')::int, 600) * interval '1 second', ev.ends) END;
+                            THEN least(v_now + coalesce((rq.payload ->> 'hold_seconds')::int, 600) * interval '1 second', ev.ends) END;
             SELECT sum(s.price_cents),
                    jsonb_agg(jsonb_build_object('seat', s.seat_no, 'class', s.class, 'row', s.row_no, 'pos', s.pos,
                                                 'price_cents', s.price_cents, 'section', s.section,
@@ -348,16 +363,19 @@ BEGIN
             FROM seatq.seats s WHERE s.event_id = p_event AND s.seat_no = ANY (v_seats);
             INSERT INTO seatq.bookings (event_id, customer, state, seats, total_cents, held_until, request_id, producer,
                                         limited, token_hash, customer_key)
-            VALUES (p_event, rq.payload ->> 'customer', v_state, ARRAY(SELECT unnest(v_seats) ORDER BY 1), v_total, v_until,
+            VALUES (p_event, rq.payload ->> 'customer', v_state, v_seats, v_total, v_until,
                     rq.id, rq.producer, ev.per_customer IS NOT NULL, rq.token_hash, w.customer_key)
             RETURNING id INTO v_booking;
-            UPDATE seatq.seats s SET state = v_state::text::seatq.seat_state, booking_id = v_booking, held_until = v_until
+            -- Values made here, not in the statements: Citus takes no
+            -- function but an immutable one inside an UPDATE's CASE.
+            v_seat_state := v_state::text::seatq.seat_state;
+            v_result := jsonb_build_object('booking', v_booking, 'event', p_event, 'customer', rq.payload ->> 'customer',
+                                           'state', v_state, 'seats', v_list, 'total_cents', v_total)
+                        || CASE WHEN v_until IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('held_until', v_until) END;
+            UPDATE seatq.seats s SET state = v_seat_state, booking_id = v_booking, held_until = v_until
             WHERE s.event_id = p_event AND s.seat_no = ANY (v_seats);
             UPDATE seatq.requests r
-            SET status = 'succeeded', finished_at = now(), started_at = coalesce(r.started_at, now()),
-                result = jsonb_build_object('booking', v_booking, 'event', p_event, 'customer', rq.payload ->> 'customer',
-                                            'state', v_state, 'seats', v_list, 'total_cents', v_total)
-                         || CASE WHEN v_until IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('held_until', v_until) END
+            SET status = 'succeeded', finished_at = v_now, started_at = coalesce(r.started_at, v_now), result = v_result
             WHERE r.id = rq.id AND r.event_id = p_event;
             DELETE FROM seatq.waiting x WHERE x.event_id = p_event AND x.request_id = w.request_id;
             -- Every party still waiting ahead of it was passed over.
@@ -386,22 +404,32 @@ $$;
 CREATE FUNCTION seatq.join_line(p_event bigint, p_requests bigint[], p_keys text[])
 RETURNS TABLE (request_id bigint, status text)
 LANGUAGE plpgsql AS $$
+DECLARE
+    j record;
+    -- As in seatq.end_waits.
+    v_now timestamptz := now();
 BEGIN
     IF NOT pg_try_advisory_xact_lock(seatq.line_lock(p_event)) THEN
         RETURN QUERY SELECT u.id, 'contended'::text FROM unnest(p_requests) AS u(id);
         RETURN;
     END IF;
-    IF EXISTS (SELECT 1 FROM seatq.events e WHERE e.id = p_event AND e.waitlist_closed_at <= now()) THEN
+    IF EXISTS (SELECT 1 FROM seatq.events e WHERE e.id = p_event AND e.waitlist_closed_at <= v_now) THEN
         RETURN QUERY SELECT u.id, 'closed'::text FROM unnest(p_requests) AS u(id);
         RETURN;
     END IF;
-    INSERT INTO seatq.waiting (event_id, request_id, class, party, together, until, customer_key)
-    SELECT p_event, r.id, (r.payload ->> 'class')::smallint, (r.payload ->> 'party')::int,
-           coalesce((r.payload ->> 'together')::boolean, false),
-           r.created_at + (r.payload ->> 'wait_seconds')::int * interval '1 second', k.key
-    FROM unnest(p_requests, p_keys) AS k(id, key)
-    JOIN seatq.requests r ON r.id = k.id AND r.event_id = p_event;
-    UPDATE seatq.requests r SET status = 'waiting', started_at = coalesce(r.started_at, now())
+    -- A row at a time: Citus would run an INSERT ... SELECT of these through
+    -- the coordinator, committed in two phases.
+    FOR j IN
+        SELECT q.id, q.payload, q.created_at, k.key
+        FROM unnest(p_requests, p_keys) AS k(id, key)
+        JOIN seatq.requests q ON q.id = k.id AND q.event_id = p_event
+    LOOP
+        INSERT INTO seatq.waiting (event_id, request_id, class, party, together, until, customer_key, joined_at)
+        VALUES (p_event, j.id, (j.payload ->> 'class')::smallint, (j.payload ->> 'party')::int,
+                coalesce((j.payload ->> 'together')::boolean, false),
+                seatq.secs_after(j.created_at, (j.payload ->> 'wait_seconds')::float8), j.key, v_now);
+    END LOOP;
+    UPDATE seatq.requests r SET status = 'waiting', started_at = coalesce(r.started_at, v_now)
     WHERE r.id = ANY (p_requests) AND r.event_id = p_event;
     PERFORM seatq.serve_line(p_event, true);
     PERFORM pg_notify('seatq_done', u.id::text) FROM unnest(p_requests) AS u(id);

@@ -517,3 +517,83 @@ async fn the_http_api_books_and_answers_on_citus() {
     assert_eq!(client.seats_taken(event).await.expect("seats"), 2);
     assert_invariants(&client).await;
 }
+
+/// The waiting list on Citus: parties of events on both nodes join their
+/// event's list, a cancel hands its seats to the list in its own
+/// transaction, a lapsed hold swept does the same, a wait ends `sold_out`;
+/// every transaction that writes stays on its event's node, with no
+/// two-phase commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_list_is_served_on_each_events_node() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some((cluster, client)) = cluster().await else { return };
+    let names: Vec<String> = (0..16).map(|k| format!("waiting-{k}")).collect();
+    let all = client.add_events(&names, 2, 2).await.expect("events");
+    let mut events: Vec<i64> = Vec::new();
+    for want in 0..2 {
+        let on = futures_util::future::join_all(all.iter().map(|&e| cluster.node_of(e))).await;
+        events.extend(all.iter().zip(on).find(|(_, node)| *node == want).map(|(&e, _)| e));
+    }
+    assert_eq!(events.len(), 2, "an event on each node");
+
+    cluster.log_remote_commands().await;
+    let workers = Workers::start(&cluster.url(), 1).await;
+    let mut held = Vec::new();
+    for &event in &events {
+        for k in 0..2 {
+            held.push(finish(&client, Request::Hold(hold(event, 1, 1, &format!("h{k}")))).await);
+        }
+    }
+    let mut waiting = Vec::new();
+    for &event in &events {
+        for (k, secs) in [(0, 600), (1, 1)] {
+            let mut r = hold(event, 1, 1, &format!("w{k}"));
+            r.wait_seconds = Some(secs);
+            waiting.push(client.enqueue(Request::Hold(r)).await.expect("enqueue"));
+        }
+    }
+    assert!(
+        common::eventually(Duration::from_secs(60), || async {
+            let mut all_waiting = true;
+            for &id in &waiting {
+                all_waiting &= client.status(id).await.expect("status").status == Status::Waiting;
+            }
+            all_waiting
+        })
+        .await,
+        "every party joined its event's list"
+    );
+    let place = client.status(waiting[0]).await.expect("status").place.expect("a place");
+    assert_eq!(place.parties_ahead, 0);
+    let place = client.status(waiting[1]).await.expect("status").place.expect("a place");
+    assert_eq!(place.parties_ahead, 1);
+    // The 1-second waits end sold out, by the sweeper on each node.
+    for &id in [waiting[1], waiting[3]].iter() {
+        let r = client.wait(id, WITHIN).await.expect("wait");
+        assert_eq!(code(&r), "sold_out", "{r:?}");
+    }
+    // On the first event a cancel frees a seat; on the second a hold lapses.
+    let first = held[0].booking().expect("held");
+    let cancelled = finish(&client, Request::Cancel(BookingRef::to(&first))).await;
+    assert_eq!(cancelled.status, Status::Succeeded, "{cancelled:?}");
+    sqlx::query("SELECT seatq.cut_holds($1, now() - interval '1 minute')")
+        .bind(events[1])
+        .execute(client.pool())
+        .await
+        .expect("lapse the second event's holds");
+    for (&id, event) in [waiting[0], waiting[2]].iter().zip(&events) {
+        let r = client.wait(id, WITHIN).await.expect("wait");
+        let b = r.booking().unwrap_or_else(|| panic!("handed seats: {r:?}"));
+        assert_eq!((b.event, b.seats.len()), (*event, 1));
+        assert!(b.held_until.is_some_and(|t| t > chrono::Utc::now() + chrono::Duration::seconds(500)), "{b:?}");
+    }
+    let public = finish(&client, Request::Hold(hold(events[1], 1, 1, "late"))).await;
+    assert_eq!(code(&public), "succeeded", "the list is empty: the public may book again: {public:?}");
+    workers.stop().await;
+
+    let (transactions, prepares) = cluster.writing_transactions();
+    assert!(prepares.is_empty(), "two-phase commits, after: {prepares:#?}");
+    let spanning: Vec<_> = transactions.iter().filter(|(_, nodes)| nodes.len() != 1).collect();
+    assert!(spanning.is_empty(), "writing transactions on more than one node: {spanning:?}");
+    assert_invariants(&client).await;
+}

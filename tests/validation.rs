@@ -57,6 +57,28 @@ fn bad_requests() -> Vec<(&'static str, Value, &'static str)> {
         ("extend", json!({"booking": 1, "customer": "c", "event": 9.3e18}), "wrong_type"),
         ("confirm", json!({"booking": 1, "customer": "c", "event": 1, "seat": 1}), "unknown_field"),
         ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": "60"}), "wrong_type"),
+        // Waiting for seats: a hold's or book's, a whole number of seconds up
+        // to a week, for a party that names no seats and is not partial.
+        ("hold", json!({"event": "EV", "class": 1, "party": 1, "customer": "c", "wait_seconds": "60"}), "wrong_type"),
+        ("hold", json!({"event": "EV", "class": 1, "party": 1, "customer": "c", "wait_seconds": 1.5}), "wrong_type"),
+        ("hold", json!({"event": "EV", "class": 1, "party": 1, "customer": "c", "wait_seconds": 0}), "invalid_request"),
+        (
+            "book",
+            json!({"event": "EV", "class": 1, "party": 1, "customer": "c", "wait_seconds": 604801}),
+            "invalid_request",
+        ),
+        ("hold", json!({"event": "EV", "seats": [1], "customer": "c", "wait_seconds": 60}), "invalid_request"),
+        (
+            "book",
+            json!({"event": "EV", "class": 1, "party": 2, "customer": "c", "partial": true, "wait_seconds": 60}),
+            "invalid_request",
+        ),
+        ("confirm", json!({"booking": 1, "customer": "c", "wait_seconds": 60}), "unknown_field"),
+        (
+            "hold",
+            json!({"event": "EV", "class": 1, "party": 1, "customer": "c", "wait_seconds": 60, "x": 1}),
+            "unknown_field",
+        ),
         ("extend", json!({"booking": 1.5, "customer": "c"}), "wrong_type"),
         ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": 0}), "hold_time_out_of_range"),
         ("extend", json!({"booking": 1, "customer": "c", "hold_seconds": 86401}), "hold_time_out_of_range"),
@@ -385,7 +407,7 @@ async fn messages_quote_a_bounded_prefix_of_the_input_and_name_what_is_wrong() {
     };
     let expected_field = |shown: &str| {
         format!(
-            "{shown}: unknown field for book; expected one of event, class, party, customer, seats, partial, together, token"
+            "{shown}: unknown field for book; expected one of event, class, party, customer, seats, partial, together, token, wait_seconds"
         )
     };
     let cases: Vec<(&str, Value, &str, String)> = vec![
@@ -698,8 +720,9 @@ fn nearly_valid() -> impl Strategy<Value = (String, Value)> {
         prop::option::of(seats),
         prop::option::of(any::<bool>()),
         prop::option::of(any::<bool>()),
+        prop::option::of(0i64..700_000),
     )
-        .prop_map(|(kind, event, class, party, hold, seats, partial, together)| {
+        .prop_map(|(kind, event, class, party, hold, seats, partial, together, wait)| {
             let mut p = json!({"event": event, "customer": "c"});
             match seats {
                 Some(seats) => p["seats"] = json!(seats),
@@ -717,6 +740,9 @@ fn nearly_valid() -> impl Strategy<Value = (String, Value)> {
             if let (Some(secs), "hold") = (hold, kind) {
                 p["hold_seconds"] = json!(secs);
             }
+            if let Some(secs) = wait {
+                p["wait_seconds"] = json!(secs);
+            }
             (kind.to_string(), p)
         });
     let booking_request =
@@ -730,7 +756,7 @@ fn nearly_valid() -> impl Strategy<Value = (String, Value)> {
             });
     let change = prop_oneof![
         2 => Just(None),
-        1 => (payload(), prop::sample::select(vec!["event", "class", "party", "customer", "hold_seconds", "seats", "booking"]))
+        1 => (payload(), prop::sample::select(vec!["event", "class", "party", "customer", "hold_seconds", "seats", "booking", "wait_seconds"]))
             .prop_map(|((_, value), key)| Some((key, value))),
     ];
     (prop_oneof![seat_request, booking_request], change).prop_map(|((kind, mut p), change)| {

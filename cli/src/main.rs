@@ -448,6 +448,23 @@ enum EventCommand {
         /// The event's id.
         id: i64,
     },
+    /// Close an event's waiting list: it takes no one from now on, and the parties on it are told
+    /// sold_out at once. (Sales go on; `seatq event close` stops them.)
+    CloseList {
+        /// The event's id.
+        id: i64,
+    },
+    /// Set the order an event's waiting list is served in: strict (arrival order; a party that
+    /// does not fit yet keeps the seats that come free), first-fit (whoever the free seats
+    /// complete), or bounded (first fit until as many seats as a party wants went past it; then it
+    /// comes first: the default).
+    ListOrder {
+        /// The event's id.
+        id: i64,
+        /// strict, first-fit or bounded.
+        #[arg(value_parser = parse_waitlist_order)]
+        order: seatq::WaitlistOrder,
+    },
     /// Correct an event: rename it, move its start or its sales window, change its venue or its
     /// per-customer limit. Fields not given are kept; live holds are cut to the end of the sales as
     /// edited. --starts-at does not move --sales-until: give both to move both.
@@ -863,6 +880,32 @@ fn manual(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// `strict`, `first-fit` or `bounded` (as `first_fit` is stored).
+fn parse_waitlist_order(text: &str) -> Result<seatq::WaitlistOrder, String> {
+    text.replace('-', "_").parse().map_err(|_| format!("{text:?}: expected strict, first-fit or bounded"))
+}
+
+fn order_words(order: seatq::WaitlistOrder) -> &'static str {
+    match order {
+        seatq::WaitlistOrder::Strict => "in strict order",
+        seatq::WaitlistOrder::FirstFit => "first fit",
+        seatq::WaitlistOrder::Bounded => "first fit, bounded",
+    }
+}
+
+/// An event's line and waiting list in one line, as `seatq event show` prints it.
+fn waiting_line(l: &seatq::WaitingList) -> String {
+    let oldest = l.oldest.map(|t| format!(", longest since {}", t.format("%Y-%m-%d %H:%M:%S UTC"))).unwrap_or_default();
+    let closed = if l.closed_at.is_some() { ", closed" } else { "" };
+    format!(
+        "line: {} queued; waiting list: {} parties, {} seats wanted{oldest} (served {}{closed})",
+        l.in_line,
+        l.waiting,
+        l.seats_wanted,
+        order_words(l.order)
+    )
+}
+
 fn seat_request(a: SeatArgs) -> SeatRequest {
     SeatRequest {
         event: a.event,
@@ -1096,10 +1139,14 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                 return Err(NoEvent(id).into());
             };
             let seats = client.seat_groups(id).await?;
+            let list = client.waiting_list(id).await?;
             if json {
-                println!("{}", serde_json::json!({ "event": e, "seats": seats }));
+                println!("{}", serde_json::json!({ "event": e, "seats": seats, "waiting_list": list }));
             } else {
                 println!("{}", event_line(&e));
+                if let Some(l) = &list {
+                    println!("  {}", waiting_line(l));
+                }
                 for g in &seats {
                     let prices = money_range(g.min_price_cents.into(), g.max_price_cents.into());
                     println!(
@@ -1120,6 +1167,26 @@ async fn event(ctx: &Ctx, command: EventCommand) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::json!({ "closed": id }));
             } else {
                 println!("event {id}: sales closed");
+            }
+        }
+        EventCommand::CloseList { id } => {
+            if !ctx.connect().await?.close_waiting_list(id).await? {
+                return Err(NoEvent(id).into());
+            }
+            if json {
+                println!("{}", serde_json::json!({ "waiting_list_closed": id }));
+            } else {
+                println!("event {id}: waiting list closed");
+            }
+        }
+        EventCommand::ListOrder { id, order } => {
+            if !ctx.connect().await?.set_waitlist_order(id, order).await? {
+                return Err(NoEvent(id).into());
+            }
+            if json {
+                println!("{}", serde_json::json!({ "event": id, "waitlist_order": order }));
+            } else {
+                println!("event {id}: waiting list served {}", order_words(order));
             }
         }
         EventCommand::Edit { id, fields } => {

@@ -3,8 +3,9 @@
 -- migrates) once the migrations are, on a database with the citus extension.
 -- One transaction: it is laid out whole or not at all.
 --
--- seats, bookings and requests are distributed by event_id and colocated:
--- an event's seats, bookings and requests are on one node, and a batch,
+-- seats, bookings, requests and the waiting list are distributed by
+-- event_id and colocated: an event's seats, bookings, requests and waiting
+-- parties are on one node, and a batch,
 -- which serves one event (worker/src/agenda.rs), is a transaction on that
 -- node alone. events is a reference table (a copy on every node, read
 -- where the batch runs). workers, the registry, stays on the coordinator:
@@ -38,6 +39,7 @@ SELECT create_reference_table('seatq.events');
 SELECT create_distributed_table('seatq.seats', 'event_id');
 SELECT create_distributed_table('seatq.bookings', 'event_id', colocate_with => 'seatq.seats');
 SELECT create_distributed_table('seatq.requests', 'event_id', colocate_with => 'seatq.seats');
+SELECT create_distributed_table('seatq.waiting', 'event_id', colocate_with => 'seatq.seats');
 
 CREATE OR REPLACE FUNCTION seatq.distributed() RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -80,4 +82,5 @@ GRANT SELECT, UPDATE ON seatq.requests TO seatq_worker;
 GRANT SELECT ON seatq.events TO seatq_worker;
 GRANT SELECT, UPDATE ON seatq.seats TO seatq_worker;
 GRANT SELECT, INSERT, UPDATE ON seatq.bookings TO seatq_worker;
-GRANT ALL ON seatq.requests, seatq.events, seatq.seats, seatq.bookings TO seatq_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON seatq.waiting TO seatq_worker;
+GRANT ALL ON seatq.requests, seatq.events, seatq.seats, seatq.bookings, seatq.waiting TO seatq_admin;

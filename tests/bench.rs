@@ -37,7 +37,9 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
         assert!(output.status.success(), "seatq-bench {scenario} {strategies} failed: {stderr}");
         let results: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON results");
         let expected: Vec<(&str, &str)> = match scenario {
-            "all" => ["spread", "hot", "checkout", "deep", "on-sale"].map(|s| (s, "skip-locked")).to_vec(),
+            "all" => {
+                ["spread", "hot", "checkout", "deep", "on-sale", "onsale-line"].map(|s| (s, "skip-locked")).to_vec()
+            }
             // With readers, each strategy runs without them, then with them.
             _ if readers => strategies.split(',').flat_map(|s| [("hot", s), ("hot", s)]).collect(),
             // With --http, the burst, then the producers direct and over HTTP.
@@ -53,7 +55,7 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
             let name = format!("{} / {}", r["scenario"], r["strategy"]);
             assert_eq!(r["invariants_ok"], true, "{name}: {:?}", r["violations"]);
             assert_eq!(r["violations"].as_array().map(Vec::len), Some(0), "{name}");
-            // Every request ended in exactly one terminal outcome.
+            // Every request ended in exactly one outcome (or waits on a list).
             let requests = r["requests"].as_i64().unwrap_or(0);
             let outcomes: i64 = r["outcomes"].as_object().map_or(0, |o| o.values().filter_map(Value::as_i64).sum());
             assert!(requests > 0, "{name}: no requests");
@@ -66,8 +68,14 @@ async fn a_tiny_benchmark_of_every_scenario_keeps_the_invariants() {
                 let ms = r[part].as_f64();
                 assert!(ms.is_some_and(|ms| (0.0..=max).contains(&ms)), "{name}: {part} {ms:?}, max {max}");
             }
-            if r["scenario"] == "checkout" {
+            if r["scenario"] == "checkout" || r["scenario"] == "onsale-line" {
                 assert!(r["holds_expired"].as_i64().is_some(), "{name}: the sweeper's count is missing");
+            }
+            if r["scenario"] == "onsale-line" {
+                let line = &r["line"];
+                assert!(line["largest_overtaking"].as_u64().is_some(), "{name}: {line}");
+                assert!(line["handed_over_seats"].as_i64().is_some_and(|n| n >= 0), "{name}: {line}");
+                assert!(line["still_waiting"].as_i64().is_some(), "{name}: {line}");
             }
             if readers && r["load"].as_str().is_some_and(|l| l.contains("reads/s")) {
                 let reads = &r["reads"];

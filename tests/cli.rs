@@ -1023,3 +1023,41 @@ async fn relay(client: TcpStream, server: TcpStream, state: &ProxyState) {
         _ = downstream => {}
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_waits_on_the_list_and_an_operator_sees_orders_and_closes_it() {
+    let (db, url, ev) = setup(2).await;
+    let workers = Running::start(&db, 1, Config::default()).await;
+    let hold = |customer, party| ["hold", "--event", &ev, "--class", "1", "--party", party, "--customer", customer];
+    seatq_exits(&url, &[&hold("ann", "2")[..], &["--wait"]].concat(), 0).await;
+    let queued =
+        seatq_exits(&url, &json(&[&hold("bob", "1")[..], &["--wait-seconds", "600"]].concat()), 0).await.json();
+    let id = queued["id"].as_i64().expect("an id").to_string();
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            seatq(&url, &["status", &id]).await.stdout.contains("number 1 on the waiting list (0 seats wanted ahead)")
+        })
+        .await,
+        "bob waits as number 1"
+    );
+    let shown = seatq_exits(&url, &["event", "show", &ev], 0).await;
+    assert!(shown.stdout.contains("waiting list: 1 parties, 1 seats wanted, longest since "), "{shown:?}");
+    assert!(shown.stdout.contains("(served first fit, bounded)"), "{shown:?}");
+    let ordered = seatq_exits(&url, &["event", "list-order", &ev, "first-fit"], 0).await;
+    assert_eq!(ordered.stdout.trim(), format!("event {ev}: waiting list served first fit"));
+    let listed = seatq_exits(&url, &json(&["event", "show", &ev]), 0).await.json();
+    assert_eq!(listed["waiting_list"]["order"], "first_fit", "{listed}");
+    assert_eq!(listed["waiting_list"]["waiting"], 1, "{listed}");
+    let bad = seatq_exits(&url, &["event", "list-order", &ev, "sideways"], 2).await;
+    assert!(bad.stderr.contains("expected strict, first-fit or bounded"), "{bad:?}");
+
+    let closed = seatq_exits(&url, &["event", "close-list", &ev], 0).await;
+    assert_eq!(closed.stdout.trim(), format!("event {ev}: waiting list closed"));
+    let told = seatq_exits(&url, &["status", &id], 1).await;
+    assert!(told.stdout.contains("sold_out: sold out: the waiting list of event"), "{told:?}");
+    let none = seatq_exits(&url, &["event", "close-list", "999999"], 2).await;
+    assert_eq!(none.stderr.trim(), "error: no event 999999");
+
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}

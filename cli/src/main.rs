@@ -1042,6 +1042,22 @@ fn refused(e: &RequestError, json: bool) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Where a request that asked to wait stands: "number 4 in line", or
+/// "number 2 on the waiting list (3 seats wanted ahead)".
+fn place_words(r: &RequestRecord) -> String {
+    match r.place {
+        Some(seatq::Place { list: seatq::PlaceList::Line, parties_ahead, .. }) => {
+            format!("number {} in line (due {})", parties_ahead + 1, r.run_at.to_rfc3339())
+        }
+        Some(seatq::Place { list: seatq::PlaceList::Waiting, parties_ahead, seats_ahead }) => format!(
+            "number {} on the waiting list ({} seats wanted ahead)",
+            parties_ahead + 1,
+            seats_ahead.unwrap_or_default()
+        ),
+        None => String::new(),
+    }
+}
+
 /// Print a request; exit status 1 when it failed or died.
 fn show(r: &RequestRecord, json: bool) -> ExitCode {
     if json {
@@ -1065,6 +1081,7 @@ fn show(r: &RequestRecord, json: bool) -> ExitCode {
                     money(b.total_cents)
                 )
             }
+            (Status::Queued | Status::Waiting, _) if r.place.is_some() => place_words(r),
             (Status::Queued, _) => format!("queued (attempts {}, run at {})", r.attempts, r.run_at.to_rfc3339()),
             _ => format!("{}: {}", r.error_code.as_deref().unwrap_or("?"), r.error_message.as_deref().unwrap_or("")),
         };

@@ -11,6 +11,10 @@
 //! currency, refusals speak plainly and the countdown stops once booked.
 //! Screenshots of both pages, desktop and phone, are saved under
 //! `target/browser/`.
+//! Sold out, a customer joins the waiting list, sees their number and the
+//! seats wanted ahead, and is handed the seats another customer cancels,
+//! held with a running countdown; a wait that ends and a list closed are
+//! said in plain words; the dashboard counts the list, on a phone too.
 //! Markup and script in every text field (an event's name and venue, seat
 //! labels, customers' names, error messages echoing input) show as text on
 //! every page and in the API's errors, and none of it runs.
@@ -27,6 +31,7 @@ use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::cdp::browser_protocol::network::{CookieParam, EventResponseReceived};
 use chromiumoxide::cdp::browser_protocol::page::SetBypassCspParams;
+use chromiumoxide::cdp::browser_protocol::target::{CreateBrowserContextParams, CreateTargetParams};
 use chromiumoxide::page::{Page, ScreenshotParams};
 use common::http::Served;
 use common::{Running, TestDb, eventually};
@@ -441,6 +446,257 @@ async fn checkout_and_dashboard_in_chromium() {
     db.assert_invariants_and_close().await;
 }
 
+/// A customer of their own: a page at `url` in a new browser context (no
+/// cookies or storage shared with other customers), on a phone's screen
+/// when `on_phone`.
+async fn customer(chrome: &Chrome, url: &str, on_phone: bool) -> Page {
+    let context =
+        chrome.browser.create_browser_context(CreateBrowserContextParams::default()).await.expect("a context");
+    let target =
+        CreateTargetParams::builder().url("about:blank").browser_context_id(context).build().expect("a target");
+    let page = chrome.browser.new_page(target).await.expect("a new page");
+    if on_phone {
+        page.execute(SetDeviceMetricsOverrideParams::new(PHONE.0, PHONE.1, 2.0, true)).await.expect("a phone's screen");
+    }
+    page.goto(url).await.unwrap_or_else(|e| panic!("open {url}: {e}"));
+    page
+}
+
+/// Type the customer's name as a paste would.
+async fn name(page: &Page, customer: &str) {
+    page.evaluate(format!(
+        "{{ const c = document.querySelector('#customer'); c.value = {}; c.dispatchEvent(new Event('input')); }}",
+        serde_json::json!(customer)
+    ))
+    .await
+    .expect("the customer's name");
+}
+
+/// Ask for the best `party` seats of the page's first class: sold out, the
+/// page offers the waiting list; join it, and wait until it says where the
+/// customer stands. What the offer said.
+async fn join_the_list(page: &Page, party: u32) -> String {
+    page.evaluate(format!("document.querySelector('#party').value = '{party}'")).await.expect("the party");
+    click(page, "#hold-best").await;
+    let offered =
+        eventually(WITHIN, || async { attribute(page, "#wait-panel", "data-state").await.as_deref() == Some("offer") })
+            .await;
+    assert!(offered, "no waiting list offered: {:?}", text(page, "#message").await);
+    assert_eq!(attribute(page, "#message", "data-code").await.as_deref(), Some("sold_out"));
+    assert!(reachable(page, "#join").await, "Join the waiting list is off the screen or covered");
+    let offer = text(page, "#wait-text").await;
+    click(page, "#join").await;
+    let listed = eventually(WITHIN, || async {
+        attribute(page, "#wait-panel", "data-state").await.as_deref() == Some("waiting")
+    })
+    .await;
+    assert!(listed, "not on the waiting list: {:?}", text(page, "#message").await);
+    offer
+}
+
+/// The waiting list from the customers' side. Ann holds the last two seats
+/// of a small event; Bob, in a browser of his own, asks for two: sold out,
+/// he is offered the waiting list, joins and is number 1; Cy, on a phone,
+/// joins for one and is number 2 with two seats wanted ahead of him; Dee's
+/// short wait ends, said plainly; the dashboard counts the list (on a phone
+/// too). Ann cancels: Bob's page shows the two seats held for him, named,
+/// with a countdown that runs, and he confirms them; Cy moves up to number
+/// 1, then the list is closed and his page says so. Screenshots:
+/// `waiting-list.png`, `waiting-list-phone.png` and `dashboard-waiting.png`
+/// (docs/images).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_out_customer_joins_the_waiting_list_and_is_handed_seats() {
+    let Some(chrome) = Chrome::launch().await else { return };
+    let db = TestDb::new().await;
+    let mut csv = String::from("section,row,seat,pos,class,price,for_sale\n");
+    for n in 1..=4 {
+        csv.push_str(&format!("Stalls,A,{n},{n},1,30,yes\n"));
+    }
+    let venue = seatq::venue::parse_csv(csv.as_bytes()).expect("read the venue");
+    let event =
+        seatq::venue::NewEvent { name: "Late show".into(), venue: Some("The Cellar".into()), ..Default::default() };
+    let ev = db.client.import_event(&event, &venue.seats).await.expect("import");
+    let early = db.run(seatq::Request::Book(seatq::SeatRequest::named(ev, vec![1, 2], "Early Bird"))).await;
+    assert_eq!(early.status, Status::Succeeded, "{early:?}");
+    // (Seven holds from one address, within its ten per event.)
+    let s = Served::start(&db, Settings::default()).await;
+    let config = Config { sweep_interval: Duration::from_millis(200), ..Config::default() };
+    let workers = Running::start(&db, 1, config).await;
+    let shop = s.url(&format!("/shop/{ev}"));
+
+    // Ann holds the last two seats.
+    let ann = customer(&chrome, &shop, false).await;
+    name(&ann, "Ann Last").await;
+    click(&ann, r#"circle.seat[data-seat="3"]"#).await;
+    click(&ann, r#"circle.seat[data-seat="4"]"#).await;
+    click(&ann, "#hold").await;
+    assert!(panel_in(&ann, "held", WITHIN).await, "no hold: {}", text(&ann, "#message").await);
+
+    // Bob asks for two: sold out, offered the list, joins: number 1.
+    let bob = customer(&chrome, &shop, false).await;
+    name(&bob, "Bob Waits").await;
+    let offer = join_the_list(&bob, 2).await;
+    assert_eq!(
+        offer,
+        "When 2 seats in Stalls come free, the cheapest are held for you at once, for 10 minutes, to confirm and pay \
+         as any hold. You wait up to 30 minutes; keep this page open."
+    );
+    assert_eq!(text(&bob, "#wait-title").await, "Waiting for 2 seats in Stalls");
+    assert_eq!(text(&bob, "#wait-place").await, "You are number 1 on the waiting list");
+    assert_eq!(text(&bob, "#wait-ahead").await, "No one is ahead of you: the next seats that come free are yours.");
+    assert!(text(&bob, "#wait-note").await.contains("Keep this page open"), "{}", text(&bob, "#wait-note").await);
+    assert!(bob.find_element("#pick").await.expect("the picker").attribute("hidden").await.ok().flatten().is_some());
+
+    // Cy, on a phone, asks for one: number 2, two seats wanted ahead.
+    let cy = customer(&chrome, &shop, true).await;
+    name(&cy, "Cy Phone").await;
+    let offer = join_the_list(&cy, 1).await;
+    assert!(offer.starts_with("When 1 seat in Stalls comes free, it is held for you at once"), "{offer}");
+    assert_eq!(text(&cy, "#wait-place").await, "You are number 2 on the waiting list");
+    assert_eq!(text(&cy, "#wait-ahead").await, "Ahead of you: 1 party wanting 2 seats in all.");
+    assert!(reachable(&cy, "#wait-place").await, "the customer's number is off the screen or covered");
+    let cy_width: f64 = js(&cy, "document.documentElement.scrollWidth").await;
+    assert!(cy_width <= PHONE.0 as f64, "the page scrolls sideways: {cy_width} px wide");
+    // (Bob's map, drawn from a view a moment old, shows Ann's hold once redrawn.)
+    let redrawn = eventually(WITHIN, || async {
+        attribute(&bob, r#"circle.seat[data-seat="3"]"#, "class").await.as_deref() == Some("seat held")
+    })
+    .await;
+    assert!(redrawn, "Ann's hold never shows on Bob's map");
+    screenshot(&bob, "waiting-list.png").await;
+    screen(&cy, "waiting-list-phone.png").await;
+    let places: Vec<String> = sqlx::query_scalar(
+        "SELECT r.payload ->> 'customer' FROM seatq.waiting w JOIN seatq.requests r ON r.id = w.request_id
+         WHERE w.event_id = $1 ORDER BY w.request_id",
+    )
+    .bind(ev)
+    .fetch_all(&db.pool)
+    .await
+    .expect("the waiting list");
+    assert_eq!(places, ["Bob Waits", "Cy Phone"], "the waiting list, in order");
+
+    // Dee waits two seconds only: her wait ends, and her page says so.
+    let dee = customer(&chrome, &format!("{shop}?wait_seconds=2"), false).await;
+    name(&dee, "Dee Brief").await;
+    dee.evaluate("document.querySelector('#party').value = '1'").await.expect("the party");
+    click(&dee, "#hold-best").await;
+    assert!(
+        eventually(WITHIN, || async { attribute(&dee, "#wait-panel", "data-state").await.as_deref() == Some("offer") })
+            .await,
+        "no waiting list offered to Dee"
+    );
+    click(&dee, "#join").await;
+    let ended = "No seats in Stalls came free for you before your wait ended.";
+    assert!(
+        eventually(WITHIN, || async { text(&dee, "#message").await.starts_with(ended) }).await,
+        "the wait's end: {:?}",
+        text(&dee, "#message").await
+    );
+    assert_eq!(attribute(&dee, "#message", "data-code").await.as_deref(), Some("sold_out"));
+    assert!(
+        dee.find_element("#wait-panel").await.expect("the panel").attribute("hidden").await.ok().flatten().is_some()
+    );
+
+    // The dashboard counts the list: two parties, three seats, open; on a
+    // phone too, each figure named in its stacked cell.
+    let dash = chrome.browser.new_page(s.url("/dashboard")).await.expect("open the dashboard");
+    let figure = |page: &Page, what: &str| {
+        let selector = format!(r#"[data-testid="event-{ev}-{what}"]"#);
+        let page = page.clone();
+        async move { text(&page, &selector).await }
+    };
+    assert!(
+        eventually(WITHIN, || async {
+            figure(&dash, "waiting").await == "2" && figure(&dash, "seats-wanted").await == "3"
+        })
+        .await,
+        "the dashboard's waiting list: {:?} parties, {:?} seats",
+        figure(&dash, "waiting").await,
+        figure(&dash, "seats-wanted").await
+    );
+    assert!(figure(&dash, "list").await.starts_with("open"), "{}", figure(&dash, "list").await);
+    assert_eq!(text(&dash, r#"[data-testid="requests-waiting"]"#).await, "2");
+    screenshot(&dash, "dashboard-waiting.png").await;
+    assert!(figure(&dash, "oldest-wait").await.ends_with(" s"), "{}", figure(&dash, "oldest-wait").await);
+    let dash_phone = phone(&chrome, &s.url("/dashboard")).await;
+    assert_eq!(figure(&dash_phone, "waiting").await, "2");
+    let label: String = js(
+        &dash_phone,
+        &format!(
+            "getComputedStyle(document.querySelector('[data-testid=\"event-{ev}-waiting\"]'), '::before').content"
+        ),
+    )
+    .await;
+    assert_eq!(label, "\"Waiting: \"", "the stacked cell is not named");
+    let dash_width: f64 = js(&dash_phone, "document.documentElement.scrollWidth").await;
+    assert!(dash_width <= PHONE.0 as f64, "the dashboard scrolls sideways: {dash_width} px wide");
+    let event_page =
+        chrome.browser.new_page(s.url(&format!("/dashboard/events/{ev}"))).await.expect("the event's page");
+    assert_eq!(text(&event_page, r#"[data-testid="waiting"]"#).await, "2");
+
+    // Ann cancels: the two seats are Bob's, held, the countdown running.
+    click(&ann, "#cancel").await;
+    assert!(panel_in(&ann, "cancelled", WITHIN).await, "not cancelled: {}", text(&ann, "#message").await);
+    assert!(panel_in(&bob, "held", WITHIN).await, "nothing handed to Bob: {}", text(&bob, "#message").await);
+    assert_eq!(text(&bob, "#hold-seats").await, "Stalls, row A, seat 3; Stalls, row A, seat 4");
+    assert_eq!(text(&bob, "#hold-total").await, "£60.00");
+    let secs =
+        |t: &str| t.split_once(':').and_then(|(m, s)| Some(m.parse::<u32>().ok()? * 60 + s.parse::<u32>().ok()?));
+    let first = text(&bob, "#countdown").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = text(&bob, "#countdown").await;
+    assert!(secs(&first).is_some_and(|f| f > 500 && f <= 600), "countdown {first:?}");
+    assert!(secs(&later) < secs(&first), "the countdown does not run: {first:?} then {later:?}");
+    assert!(
+        bob.find_element("#wait-panel").await.expect("the panel").attribute("hidden").await.ok().flatten().is_some()
+    );
+    assert!(
+        eventually(WITHIN, || async { count(&bob, "svg.seatmap circle.seat.mine").await == 2 }).await,
+        "Bob's seats are not marked his on the map"
+    );
+    click(&bob, "#confirm").await;
+    assert!(panel_in(&bob, "booked", WITHIN).await, "not booked: {}", text(&bob, "#message").await);
+
+    // Cy moves up: number 1 now, no one ahead; the dashboard counts one.
+    assert!(
+        eventually(WITHIN, || async { text(&cy, "#wait-place").await == "You are number 1 on the waiting list" }).await,
+        "Cy's place is not refreshed: {:?}",
+        text(&cy, "#wait-place").await
+    );
+    assert!(
+        eventually(WITHIN, || async { figure(&dash, "waiting").await == "1" }).await,
+        "the dashboard still counts 2"
+    );
+
+    // The list closed: Cy's page says so, plainly.
+    assert!(db.client.close_waiting_list(ev).await.expect("close the list"));
+    let closed = "Stalls is sold out, and its waiting list is closed.";
+    assert!(
+        eventually(WITHIN, || async { text(&cy, "#message").await.starts_with(closed) }).await,
+        "the list's close: {:?}",
+        text(&cy, "#message").await
+    );
+    assert!(eventually(WITHIN, || async { figure(&dash, "list").await.starts_with("closed") }).await);
+
+    let booked: Vec<(i32, String, String)> = sqlx::query_as(
+        "SELECT s.seat_no, b.customer, b.state::text FROM seatq.seats s JOIN seatq.bookings b ON b.id = s.booking_id
+         WHERE s.event_id = $1 ORDER BY s.seat_no",
+    )
+    .bind(ev)
+    .fetch_all(&db.pool)
+    .await
+    .expect("the seats");
+    let booked_to = |n: i32, who: &str| (n, who.to_string(), "booked".to_string());
+    assert_eq!(
+        booked,
+        [booked_to(1, "Early Bird"), booked_to(2, "Early Bird"), booked_to(3, "Bob Waits"), booked_to(4, "Bob Waits")]
+    );
+
+    chrome.close().await;
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
 /// An event of the sample theatre (`examples/venues/theatre.csv`), and its seats.
 async fn theatre(db: &TestDb, name: &str, venue: Option<&str>) -> (i64, Vec<seatq::venue::VenueSeat>) {
     let file = std::fs::File::open("examples/venues/theatre.csv").expect("the sample theatre");
@@ -551,7 +807,10 @@ async fn a_phone_and_a_keyboard_buy_seats() {
 
     // Someone else takes that seat first: the refusal in plain words,
     // above the bar, its code kept for support; the seat shows taken.
-    let other = db.run(seatq::Request::Hold(seatq::SeatRequest::named(ev, vec![65], "Quick Quentin"))).await;
+    // (Waited for, not drained here: the running worker may claim it first.)
+    let quick = seatq::Request::Hold(seatq::SeatRequest::named(ev, vec![65], "Quick Quentin"));
+    let quick = db.client.enqueue(quick).await.expect("enqueue");
+    let other = db.client.wait(quick, Some(WITHIN)).await.expect("Quick Quentin's hold");
     assert_eq!(other.status, Status::Succeeded, "{other:?}");
     click(&page, "#hold").await;
     let said = "Stalls seat D5 was just taken by someone else. Pick another seat.";

@@ -1,7 +1,7 @@
 //! `seatq serve`'s JSON API against a real server and database: every
 //! request kind, every error code's HTTP status, idempotency, waiting
-//! (long-poll and Server-Sent Events), lapsed holds, auth on operator
-//! actions, the OpenAPI description.
+//! (long-poll and Server-Sent Events, for an outcome and on a waiting
+//! list), lapsed holds, auth on operator actions, the OpenAPI description.
 
 mod common;
 
@@ -303,6 +303,89 @@ async fn waiting_by_long_poll_and_by_events() {
     let workers = Running::start(&db, 1, Config::default()).await;
     let (status, record) = s.post("/api/requests?wait=20", &[], &book("cy")).await;
     assert_eq!((status, record["status"].as_str()), (200, Some("succeeded")), "{record}");
+    workers.stop().await;
+    db.assert_invariants_and_close().await;
+}
+
+/// A request on the waiting list over HTTP: `?wait` answers once it has
+/// joined, with its place; a long-poll answers when its place changes (not
+/// at once, as for news), and an event stream sends `waiting` each time,
+/// then `finished` once seats are handed to it, and stays open meanwhile;
+/// a stream that outlasts the server's longest wait ends, with `timeout`.
+#[tokio::test]
+async fn a_waiting_request_is_followed_by_long_poll_and_by_events() {
+    let (db, ev) = TestDb::with_event("One seat", 1, 1).await;
+    let s = Served::start(&db, Settings::default()).await;
+    let config = Config { sweep_interval: Duration::from_millis(200), ..Config::default() };
+    let workers = Running::start(&db, 1, config).await;
+    let hold = |customer: &str, wait: bool| {
+        let mut payload = json!({"event": ev, "class": 1, "party": 1, "customer": customer});
+        if wait {
+            payload["wait_seconds"] = json!(600);
+        }
+        payload
+    };
+    let ann = new_token();
+    let held = send_held(&s, "hold", hold("ann", false), &ann).await;
+    let ann_booking = held["result"]["booking"].as_i64().expect("ann holds the seat");
+
+    // Sold out: each joins the list and is answered at once, with its place.
+    let (bob, cy) = (new_token(), new_token());
+    let bob_r = send_held(&s, "hold", hold("bob", true), &bob).await;
+    assert_eq!((bob_r["status"].as_str(), &bob_r["line"]), (Some("waiting"), &json!(true)), "{bob_r}");
+    assert_eq!(bob_r["place"], json!({"list": "waiting", "parties_ahead": 0, "seats_ahead": 0}));
+    let cy_r = send_held(&s, "hold", hold("cy", true), &cy).await;
+    assert_eq!(cy_r["place"], json!({"list": "waiting", "parties_ahead": 1, "seats_ahead": 1}), "{cy_r}");
+    let (bob_id, cy_id) = (bob_r["id"].as_i64().expect("id"), cy_r["id"].as_i64().expect("id"));
+
+    // Cy follows by events and by long-poll; neither answers while nothing moves.
+    let events = s.http.get(s.url(&format!("/api/requests/{cy_id}/events"))).bearer_auth(&cy).send().await;
+    let stream = tokio::spawn(read_events(events.expect("event stream"), "finished"));
+    let poll = tokio::spawn({
+        let (http, url) = (s.http.clone(), s.url(&format!("/api/requests/{cy_id}/wait?timeout=20")));
+        let token = cy.clone();
+        async move { common::http::answer(http.get(url).bearer_auth(token).send().await).await }
+    });
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!poll.is_finished(), "the long-poll of a waiting request answered though nothing moved");
+
+    // Ann cancels: the seat is Bob's; Cy is first now, which both tell.
+    let cancelled = send_held(&s, "cancel", json!({"booking": ann_booking, "customer": "ann"}), &ann).await;
+    assert_eq!(cancelled["status"], "succeeded", "{cancelled}");
+    let (_, bob_r) = get_held(&s, &format!("/api/requests/{bob_id}/wait?timeout=20"), &bob).await;
+    assert_eq!(bob_r["status"], "succeeded", "{bob_r}");
+    assert_eq!(bob_r["result"]["seats"][0]["seat"], 1, "{bob_r}");
+    let (status, moved) = tokio::time::timeout(Duration::from_secs(20), poll).await.expect("in time").expect("poll");
+    assert_eq!((status, moved["status"].as_str()), (200, Some("waiting")), "{moved}");
+    assert_eq!(moved["place"], json!({"list": "waiting", "parties_ahead": 0, "seats_ahead": 0}), "{moved}");
+
+    // Bob gives it up: handed to Cy, which ends Cy's stream.
+    let bob_booking = bob_r["result"]["booking"].as_i64().expect("booking");
+    send_held(&s, "cancel", json!({"booking": bob_booking, "customer": "bob"}), &bob).await;
+    let seen = tokio::time::timeout(Duration::from_secs(20), stream).await.expect("events in time").expect("events");
+    let names: Vec<&str> = seen.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(names, ["waiting", "waiting", "finished"], "{seen:?}");
+    let ahead: Vec<&Value> = seen.iter().map(|(_, r)| &r["place"]["parties_ahead"]).collect();
+    assert_eq!(ahead[..2], [&json!(1), &json!(0)], "{seen:?}");
+    assert_eq!(
+        (seen[2].1["status"].as_str(), &seen[2].1["result"]["seats"][0]["seat"]),
+        (Some("succeeded"), &json!(1))
+    );
+
+    // On a server whose longest wait is a second, a waiting request's
+    // stream ends with `timeout`, the request as it stands.
+    let dee = new_token();
+    let dee_r = send_held(&s, "hold", hold("dee", true), &dee).await;
+    assert_eq!(dee_r["status"], "waiting", "{dee_r}");
+    let brief = Served::start(&db, Settings { request_timeout: Duration::from_secs(3), ..Settings::default() }).await;
+    let url = brief.url(&format!("/api/requests/{}/events", dee_r["id"]));
+    let events = brief.http.get(url).bearer_auth(&dee).send().await.expect("event stream");
+    // (Read to the stream's end, whatever it sends: it must end by itself.)
+    let seen = tokio::time::timeout(Duration::from_secs(10), read_events(events, "")).await.expect("the stream ends");
+    let names: Vec<(&str, &str)> =
+        seen.iter().map(|(e, r)| (e.as_str(), r["status"].as_str().unwrap_or_default())).collect();
+    assert_eq!(names, [("waiting", "waiting"), ("timeout", "waiting")], "{seen:?}");
+
     workers.stop().await;
     db.assert_invariants_and_close().await;
 }

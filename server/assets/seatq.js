@@ -75,10 +75,15 @@ function shop() {
   const root = $("section.shop");
   const event = Number(root.dataset.event);
   const holdSeconds = Number(root.dataset.holdSeconds);
+  // How long a customer who joins the waiting list waits for seats
+  // (seatq serve's page: ?wait_seconds=N, half an hour by default).
+  const waitSeconds = Number(root.dataset.waitSeconds);
   // The server says which currency prices are in (seatq serve --currency).
   const money = (cents) => root.dataset.moneyPrefix + (cents / 100).toFixed(2);
   const selected = new Set();
   let hold = null; // {booking, customer, token, heldUntil, seats}
+  let offer = null; // the party a refusal offers the waiting list to: {class, party, together}
+  let waiting = false; // on the waiting list (or joining it): the map is not for picking
   let offset = 0; // server clock minus ours, in ms
   let ticker = null;
   let lapses = null;
@@ -146,7 +151,7 @@ function shop() {
 
   // Pick or put back a seat, by click, tap or key.
   function toggle(c) {
-    if (hold) return;
+    if (hold || waiting) return;
     if (!c.classList.contains("free")) { say("That seat is not free."); return; }
     const n = Number(c.dataset.seat);
     if (selected.has(n)) { selected.delete(n); tick(c, false); }
@@ -196,6 +201,9 @@ function shop() {
     const names = seatsIn(message).map(shortName);
     switch (code) {
       case "seats_taken":
+        if (/waiting list/.test(message || "")) {
+          return `${names.length ? listed(names) : "Those seats"} ${names.length === 1 ? "is" : "are"} kept for customers on the waiting list. Join the list to take your turn.`;
+        }
         if (names.length === 1) return `${names[0]} was just taken by someone else. Pick another seat.`;
         if (names.length) return `${listed(names)} were just taken by someone else. Pick other seats.`;
         return "One of your seats was just taken by someone else. Pick another seat.";
@@ -203,6 +211,9 @@ function shop() {
         if (names.length) return `${listed(names)} ${names.length === 1 ? "is" : "are"} not for sale. Pick another seat.`;
         return "One of those seats is not for sale. Pick another seat.";
       case "sold_out": {
+        if (/waiting list .*closed/.test(message || "")) return `${where} is sold out, and its waiting list is closed.`;
+        if (asked.wait_seconds) return `No seats in ${where} came free for you before your wait ended. Choose another part of the house, or join the waiting list again.`;
+        if (/parties are waiting/.test(message || "")) return `${where} is sold out: other customers are waiting for its seats. Join the waiting list to take your turn.`;
         const left = Number((/^(\d+) seat/.exec(message || "") || [0, 0])[1]);
         if (!left) return `${where} is sold out. Choose another part of the house.`;
         return `Only ${left} ${left === 1 ? "seat is" : "seats are"} left in ${where}. Choose fewer seats, or another part of the house.`;
@@ -210,7 +221,9 @@ function shop() {
       case "no_adjacent_seats":
         return `No row in ${where} has ${asked.party} free seats side by side. Untick “side by side”, or choose fewer seats.`;
       case "customer_limit_exceeded": {
-        const m = /at most (\d+) seat\(s\) per customer; the customer has (\d+)/.exec(message || "");
+        // (The worker's words, or the waiting list's when seats came free for a party over the limit.)
+        const m = /at most (\d+) seat\(s\) per customer; the customer has (\d+)/.exec(message || "") ||
+          /allows (\d+) seats per customer; .* has (\d+), and/.exec(message || "");
         if (!m) return "That is more seats than one customer may buy for this event. Choose fewer seats.";
         const [limit, has] = [Number(m[1]), Number(m[2])];
         return `You can buy at most ${limit} ${limit === 1 ? "seat" : "seats"} for this event` +
@@ -269,47 +282,85 @@ function shop() {
     try { return await r.json(); } catch (e) { return { error: { code: r.ok ? "internal" : "unreachable", message: "HTTP " + r.status } }; }
   }
 
-  // Send a request (carrying `token`) and wait for its outcome: {record} or {error}.
-  async function send(kind, payload, token) {
+  // The server's clock, from an answer's Date header (whole seconds):
+  // trusted only where it disagrees with ours by more than its precision.
+  function clock(r) {
+    const date = r.headers.get("Date");
+    if (date) {
+      const skew = Date.parse(date) + 500 - Date.now();
+      offset = Math.abs(skew) > 1000 ? skew : 0;
+    }
+  }
+
+  // Whether an error may pass if asked again (the request itself stands).
+  const passing = (error) => ["unreachable", "timeout", "too_many_connections", "rate_limited"].includes(error && error.code);
+  const pause = (ms) => new Promise((done) => setTimeout(done, ms));
+
+  // Send a request (carrying `token`) and wait for its outcome: {record} or
+  // {error}. Not finished yet, it is `queued` or, having asked to wait for
+  // seats, `waiting` on the waiting list: each time the server answers so
+  // (at once on joining, then whenever its place changes, or every 20 s),
+  // `pending(record)` shows where it stands, and the page asks again.
+  async function send(kind, payload, token, pending = () => {}) {
     payload = { ...payload, token };
+    let body;
     try {
       const r = await fetch("/api/requests?wait=20", {
         method: "POST",
         headers: { "Content-Type": "application/json", "Idempotency-Key": newKey("shop-" + kind) },
         body: JSON.stringify({ kind, payload }),
       });
-      // The server's clock, from its Date header (whole seconds): trusted
-      // only where it disagrees with ours by more than its precision.
-      const date = r.headers.get("Date");
-      if (date) {
-        const skew = Date.parse(date) + 500 - Date.now();
-        offset = Math.abs(skew) > 1000 ? skew : 0;
-      }
-      let body = await json(r);
+      clock(r);
+      body = await json(r);
       if (!r.ok || body.error) return { error: body.error };
-      while (body.status === "queued") {
-        const w = await fetch("/api/requests/" + body.id + "/wait?timeout=20", { headers: bearer(token) });
-        body = await json(w);
-        if (!w.ok || body.error) return { error: body.error };
-      }
-      return { record: body };
     } catch (e) {
       return { error: { code: "unreachable", message: String(e) } };
     }
+    const id = body.id;
+    while (body.status === "queued" || body.status === "waiting") {
+      pending(body);
+      let answer;
+      try {
+        const w = await fetch("/api/requests/" + id + "/wait?timeout=20", { headers: bearer(token) });
+        clock(w);
+        answer = await json(w);
+        if (!w.ok && !answer.error) answer = { error: { code: "unreachable", message: "HTTP " + w.status } };
+      } catch (e) {
+        answer = { error: { code: "unreachable", message: String(e) } };
+      }
+      // The request stands whatever became of one answer: a customer on
+      // the waiting list keeps their place through a lost connection.
+      if (answer.error && passing(answer.error)) { await pause(2000); continue; }
+      if (answer.error) return { error: answer.error };
+      body = answer;
+    }
+    return { record: body };
   }
 
   const refused = (record) => ({ code: record.error_code, message: record.error_message });
   const named = (seats) => seats.map((s) => (s.label ? `${s.section}, row ${s.row_label}, seat ${s.label}` : "seat " + s.seat)).join("; ");
 
-  async function holdWith(payload) {
+  // "30 minutes", "10 minutes", "1 hour", "90 seconds".
+  function duration(secs) {
+    const [n, unit] = secs % 3600 === 0 ? [secs / 3600, "hour"] : secs % 60 === 0 ? [secs / 60, "minute"] : [secs, "second"];
+    return `${n} ${unit}${n === 1 ? "" : "s"}`;
+  }
+  const seatsWord = (n) => `${n} ${n === 1 ? "seat" : "seats"}`;
+
+  // Hold `payload`'s seats; with `wait`, on the waiting list if they are sold out.
+  async function holdWith(payload, wait = false) {
     if (!customer()) { say("Enter your name first."); $("#customer").focus(); return; }
-    $$("#pick button").forEach((b) => (b.disabled = true));
-    say("Holding…", true);
+    $$("#pick button, #wait-actions button").forEach((b) => (b.disabled = true));
+    say(wait ? "Joining the waiting list…" : "Holding…", true);
     const token = newToken();
-    const { record, error } = await send("hold", { ...payload, event, customer: customer(), hold_seconds: holdSeconds }, token);
+    const asked = { ...payload, event, customer: customer(), hold_seconds: holdSeconds };
+    if (wait) asked.wait_seconds = waitSeconds;
+    const { record, error } = await send("hold", asked, token, wait ? placed : undefined);
     const failed = error || (record.status !== "succeeded" && refused(record));
     if (failed) {
-      refuse(failed, payload);
+      leaveList();
+      $("#pick").hidden = false;
+      refuse(failed, asked);
       // Seats someone else took are shown so at once, not at the next redraw.
       if (failed.code === "seats_taken" || failed.code === "seat_not_for_sale") {
         for (const n of seatsIn(failed.message)) {
@@ -319,9 +370,16 @@ function shop() {
       }
       $$("#pick button").forEach((b) => (b.disabled = false));
       drawSelection();
+      if (!wait) offerList(failed, payload);
       return;
     }
-    const b = record.result;
+    leaveList();
+    held(record.result, token);
+  }
+
+  // Held (at once, or handed over from the waiting list): the seats, the
+  // total and the countdown, to confirm or cancel.
+  function held(b, token) {
     hold = { booking: b.booking, event: b.event, customer: b.customer, token, heldUntil: Date.parse(b.held_until), seats: b.seats.map((s) => s.seat) };
     selected.clear();
     $$(SEATS + ".selected").forEach((c) => tick(c, false));
@@ -342,6 +400,92 @@ function shop() {
     countdown();
     ticker = setInterval(countdown, 250);
     lapses = follow(b.booking, token, () => lapsed("The sweeper released them."));
+  }
+
+  // ---- the waiting list ----
+  // A refusal for want of seats offers the waiting list to the same party:
+  // its size and class, the cheapest seats first (side by side if asked).
+  // A request naming seats cannot wait, so named seats are offered as a
+  // party of as many in their class, where that class has no seat left to
+  // pick (or the seats are kept for the list).
+  function offerList(failed, payload) {
+    let party = null;
+    if (failed.code === "sold_out" || failed.code === "no_adjacent_seats") {
+      if (/waiting list .*closed/.test(failed.message || "")) return;
+      if (payload.class) party = { class: payload.class, party: payload.party, together: Boolean(payload.together) };
+    } else if (failed.code === "seats_taken" && payload.seats && payload.seats.length) {
+      const classes = new Set(payload.seats.map((n) => seat(n) && seat(n).dataset.class));
+      const [k] = classes;
+      const none = $$(SEATS + ".free").every((c) => c.dataset.class !== k);
+      if (classes.size === 1 && k && (none || /waiting list/.test(failed.message || ""))) {
+        party = { class: Number(k), party: payload.seats.length, together: false };
+      }
+    }
+    if (!party) return;
+    offer = party;
+    const where = placeName(party.class);
+    $("#pick").hidden = true;
+    const panel = $("#wait-panel");
+    panel.hidden = false;
+    panel.dataset.state = "offer";
+    $("#wait-title").textContent = "Join the waiting list";
+    const [comes, they] = party.party === 1 ? ["comes", "it is"] : ["come", "the cheapest are"];
+    $("#wait-text").textContent =
+      `When ${seatsWord(party.party)} in ${where} ${comes} free${party.together ? " side by side" : ""}, ` +
+      `${they} held for you at once, for ${duration(holdSeconds)}, to confirm and pay as any hold. ` +
+      `You wait up to ${duration(waitSeconds)}; keep this page open.`;
+    $("#wait-place").textContent = "";
+    $("#wait-ahead").textContent = "";
+    $("#wait-note").textContent = "";
+    $("#wait-actions").hidden = false;
+    $("#join").disabled = false;
+    $("#wait-back").disabled = false;
+    // The button the customer pressed is hidden with the picker: the
+    // keyboard goes on from the offer.
+    $("#join").focus({ preventScroll: true });
+  }
+
+  // Where a request that asked to wait stands (a record not yet finished):
+  // its number on the waiting list and the seats wanted ahead of it.
+  function placed(record) {
+    waiting = true;
+    $("#pick").hidden = true;
+    const panel = $("#wait-panel");
+    panel.hidden = false;
+    $("#wait-actions").hidden = true;
+    const place = record.place;
+    const ahead = place ? place.parties_ahead : null;
+    const until = new Date(Date.parse(record.created_at) + waitSeconds * 1000 - offset);
+    const where = offer ? placeName(offer.class) : "that part of the house";
+    const party = offer ? seatsWord(offer.party) : "your seats";
+    $("#wait-text").textContent = "";
+    if (record.status === "waiting") {
+      panel.dataset.state = "waiting";
+      $("#wait-title").textContent = `Waiting for ${party} in ${where}`;
+      $("#wait-place").textContent = ahead === null ? "You are on the waiting list" : `You are number ${ahead + 1} on the waiting list`;
+      $("#wait-ahead").textContent = ahead === null ? "" : ahead === 0
+        ? "No one is ahead of you: the next seats that come free are yours."
+        : `Ahead of you: ${ahead} ${ahead === 1 ? "party wanting" : "parties wanting"} ${seatsWord(place.seats_ahead || 0)} in all.`;
+      $("#wait-note").textContent =
+        "As soon as seats come free for you, they are held for you and shown here, with the time left to pay. " +
+        `Keep this page open: you wait until ${until.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}.`;
+    } else {
+      // Queued: in the event's line, served in the order customers came.
+      panel.dataset.state = "line";
+      $("#wait-title").textContent = "Joining the waiting list";
+      $("#wait-place").textContent = ahead === null ? "In the line…" : `You are number ${ahead + 1} in the line`;
+      $("#wait-ahead").textContent = "Customers are served in the order they came.";
+      $("#wait-note").textContent = "";
+    }
+    say("");
+  }
+
+  // Off the waiting list (served, or the wait ended): the panel goes.
+  function leaveList() {
+    waiting = false;
+    offer = null;
+    $("#wait-panel").hidden = true;
+    $("#wait-panel").dataset.state = "none";
   }
 
   function countdown() {
@@ -401,6 +545,17 @@ function shop() {
   $("#hold-best").addEventListener("click", () => holdWith({
     class: Number($("#class").value), party: Number($("#party").value), together: $("#together").checked,
   }));
+  // The party offered stays in `offer` while it waits: the place names its seats.
+  $("#join").addEventListener("click", () => {
+    if (offer) holdWith({ class: offer.class, party: offer.party, together: offer.together }, true);
+  });
+  $("#wait-back").addEventListener("click", () => {
+    leaveList();
+    $("#pick").hidden = false;
+    $$("#pick button").forEach((b) => (b.disabled = false));
+    say("");
+    drawSelection();
+  });
   $("#confirm").addEventListener("click", () => settle("confirm"));
   $("#cancel").addEventListener("click", () => settle("cancel"));
   $("#again").addEventListener("click", () => {

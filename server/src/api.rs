@@ -81,12 +81,15 @@ pub enum Payload {
     Extension(seatq::HoldExtension),
 }
 
-/// `?wait=SECS`: also wait up to this long for the outcome.
+/// `?wait=SECS`: also wait up to this long for the outcome (or, for a
+/// request that asked to wait for seats, until it is on the waiting list).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct WaitParam {
     /// Seconds to wait for the outcome before answering (cut to the server's
-    /// longest wait); absent: answer at once.
+    /// longest wait); a request that asked to wait for seats is answered
+    /// as soon as it is on its event's waiting list, with its place.
+    /// Absent: answer at once.
     pub wait: Option<f64>,
 }
 
@@ -126,7 +129,7 @@ pub struct Enqueued {
     responses(
         (status = 202, description = "Enqueued (without ?wait)", body = Enqueued,
             headers(("Seatq-Hold-Token" = String, description = "The request's hold token"))),
-        (status = 200, description = "With ?wait: the request after the wait, finished (succeeded, failed or dead) or still queued", body = RequestRecord,
+        (status = 200, description = "With ?wait: the request after the wait, finished (succeeded, failed or dead), on its event's waiting list (waiting, with its place), or still queued", body = RequestRecord,
             headers(("Seatq-Hold-Token" = String, description = "The request's hold token"))),
         (status = 400, description = "Refused: the code names why (invalid_json, missing_field, wrong_type, party_out_of_range, ...)", body = crate::error::ErrorBody),
         (status = 401, description = "unauthenticated: the server takes the customer from the shop, and this request has no valid word for it", body = crate::error::ErrorBody),

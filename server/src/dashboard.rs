@@ -2,8 +2,10 @@
 //! oldest queued request's age, throughput and enqueue-to-outcome latency
 //! over the last minutes (a chart), live workers with their heartbeats and
 //! settings, dead requests with their last error and a retry action, and
-//! per event the seats sold, held and free, each with its seat map
-//! (`/dashboard/events/{id}`). Refreshed every two seconds (`.../live`).
+//! per event the seats sold, held and free, its line and its waiting list
+//! (parties, the seats they want, the longest wait, whether it is closed),
+//! each with its seat map (`/dashboard/events/{id}`). Refreshed every two
+//! seconds (`.../live`).
 //!
 //! Reading is open unless reads are protected; acting (retry) always needs
 //! the operator token, which the sign-in form puts in an HttpOnly cookie.
@@ -19,7 +21,9 @@ use axum::extract::{Form, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use seatq::{Status, WorkerInfo};
+use chrono::{DateTime, Utc};
+use futures_util::stream::{self, StreamExt as _, TryStreamExt as _};
+use seatq::{Status, WaitingList, WorkerInfo};
 use serde::Deserialize;
 use strum::VariantArray as _;
 
@@ -123,7 +127,87 @@ struct DashboardLive {
     workers: Vec<WorkerRow>,
     dead: Vec<DeadRow>,
     dead_total: i64,
-    events: Vec<EventSeats>,
+    events: Vec<EventRow>,
+}
+
+/// An event as the dashboard lists it: its seats, its line and waiting list.
+struct EventRow {
+    e: EventSeats,
+    line: LineFigures,
+}
+
+/// How many waits to read at once: each is one statement, and the pool's
+/// other connections serve customers meanwhile.
+const LINES_AT_ONCE: usize = 4;
+
+/// An event's line and waiting list as the dashboard shows them
+/// ([`seatq::Client::waiting_list`]).
+struct LineFigures {
+    /// Requests queued in the event's line.
+    in_line: String,
+    /// Parties on its waiting list, and the seats they want.
+    waiting: String,
+    seats_wanted: String,
+    /// How long the longest-waiting party has waited.
+    oldest: String,
+    /// Open or closed, and the order it is served in.
+    list: String,
+}
+
+impl LineFigures {
+    /// Event `e`'s figures from its waiting list `list`, read at `now`.
+    fn of(e: &EventSeats, list: Option<&WaitingList>, now: DateTime<Utc>) -> LineFigures {
+        // An event deleted between the reads: nothing to show.
+        let Some(l) = list else {
+            let none = || "–".to_string();
+            return LineFigures {
+                in_line: none(),
+                waiting: none(),
+                seats_wanted: none(),
+                oldest: none(),
+                list: none(),
+            };
+        };
+        let list = match l.closed_at {
+            Some(at) if at <= now => format!("closed {}", when(Some(at))),
+            // Its parties were told `sales_closed`, and none joins since.
+            _ if e.refusal.as_deref() == Some("sales_closed") => "closed with the sales".to_string(),
+            _ => format!("open ({})", l.order.as_str().replace('_', " ")),
+        };
+        LineFigures {
+            in_line: l.in_line.to_string(),
+            waiting: l.waiting.to_string(),
+            seats_wanted: l.seats_wanted.to_string(),
+            oldest: l.oldest.map_or_else(|| "–".to_string(), |t| age(now - t)),
+            list,
+        }
+    }
+
+    /// Event `e`'s figures, read now.
+    async fn read(client: &seatq::Client, e: &EventSeats) -> Result<LineFigures, seatq::Error> {
+        Ok(LineFigures::of(e, client.waiting_list(e.id).await?.as_ref(), Utc::now()))
+    }
+}
+
+/// A wait as an operator reads it: `42 s`, `12 min 5 s`, `3 h 7 min`.
+fn age(d: chrono::TimeDelta) -> String {
+    // A party that joined by the database's clock, a little ahead of the
+    // server's, has waited 0 s, not a negative time.
+    let secs = d.num_seconds().max(0);
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min {} s", secs / 60, secs % 60),
+        _ => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// Each event's line and waiting list, a few read at once, in their order.
+async fn lines(client: &seatq::Client, events: &[EventSeats]) -> Result<Vec<LineFigures>, seatq::Error> {
+    let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+    let lists: Vec<Option<WaitingList>> =
+        stream::iter(ids).map(|id| client.waiting_list(id)).buffered(LINES_AT_ONCE).try_collect().await?;
+    let now = Utc::now();
+    Ok(events.iter().zip(&lists).map(|(e, l)| LineFigures::of(e, l.as_ref(), now)).collect())
 }
 
 /// Everything the dashboard shows, read at once; customers' names only to
@@ -136,6 +220,7 @@ async fn figures(s: &AppState, show_customers: bool) -> Result<DashboardLive, Pa
         s.client.dead_requests(DEAD_SHOWN),
         maps::event_seats(&s.client, EVENTS_SHOWN, None),
     )?;
+    let waits = lines(&s.client, &events).await?;
     let count = |status: Status| stats.requests.get(status.as_str()).copied().unwrap_or(0);
     Ok(DashboardLive {
         requests: Status::VARIANTS.iter().map(|st| (st.as_str(), count(*st))).collect(),
@@ -145,7 +230,7 @@ async fn figures(s: &AppState, show_customers: bool) -> Result<DashboardLive, Pa
         workers: workers.iter().map(WorkerRow::of).collect(),
         dead: dead.iter().map(|d| DeadRow::of(d, show_customers)).collect(),
         dead_total: count(Status::Dead),
-        events,
+        events: events.into_iter().zip(waits).map(|(e, line)| EventRow { e, line }).collect(),
     })
 }
 
@@ -359,6 +444,7 @@ struct EventPage {
 #[template(path = "event_live.html")]
 struct EventLive {
     event: EventSeats,
+    line: LineFigures,
     classes: Vec<ClassRow>,
     drawing: Drawing,
 }
@@ -368,13 +454,14 @@ async fn event_page(State(s): State<AppState>, ClientIp(client): ClientIp, Id(id
         return page;
     }
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
+    let line = LineFigures::read(&s.client, &event).await?;
     let page = EventPage {
         nav: Nav::of(&s),
         subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
         event: event.clone(),
         legend: maps::legend(),
         shop: false,
-        live: EventLive { event, classes, drawing },
+        live: EventLive { event, line, classes, drawing },
     };
     render(StatusCode::OK, &page)
 }
@@ -384,7 +471,8 @@ async fn event_live(State(s): State<AppState>, ClientIp(client): ClientIp, Id(id
         return page;
     }
     let (event, classes, drawing) = crate::shop::event_view(&s, id).await?;
-    render(StatusCode::OK, &EventLive { event, classes, drawing })
+    let line = LineFigures::read(&s.client, &event).await?;
+    render(StatusCode::OK, &EventLive { event, line, classes, drawing })
 }
 
 #[derive(Debug, Deserialize)]
@@ -412,4 +500,57 @@ async fn login(State(s): State<AppState>, ClientIp(client): ClientIp, Form(form)
 /// Sign out: the cookie is cleared.
 async fn logout(State(s): State<AppState>) -> Response {
     ([(header::SET_COOKIE, auth::cookie(&s, None))], Redirect::to("/dashboard")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(refusal: Option<&str>) -> EventSeats {
+        EventSeats {
+            id: 1,
+            name: "e".into(),
+            venue: None,
+            starts_at: None,
+            refusal: refusal.map(Into::into),
+            seats: 4,
+            sold: 4,
+            held: 0,
+            free: 0,
+            not_for_sale: 0,
+        }
+    }
+
+    #[test]
+    fn waits_read_in_seconds_minutes_and_hours() {
+        let ages: Vec<String> = [-3, 0, 59, 60, 754, 3600, 11_220].map(|s| age(chrono::TimeDelta::seconds(s))).into();
+        assert_eq!(ages, ["0 s", "0 s", "59 s", "1 min 0 s", "12 min 34 s", "1 h 0 min", "3 h 7 min"]);
+    }
+
+    #[test]
+    fn a_list_reads_open_closed_or_closed_with_the_sales() {
+        let now = Utc::now();
+        let list = |closed_at: Option<DateTime<Utc>>| WaitingList {
+            order: seatq::WaitlistOrder::FirstFit,
+            closed_at,
+            in_line: 1,
+            waiting: 2,
+            seats_wanted: 5,
+            oldest: Some(now - chrono::TimeDelta::seconds(90)),
+        };
+        let open = LineFigures::of(&event(None), Some(&list(None)), now);
+        assert_eq!(
+            [open.in_line, open.waiting, open.seats_wanted, open.oldest, open.list],
+            ["1", "2", "5", "1 min 30 s", "open (first fit)"]
+        );
+        // Closed from a time to come: open until then.
+        let later = LineFigures::of(&event(None), Some(&list(Some(now + chrono::TimeDelta::hours(1)))), now);
+        assert_eq!(later.list, "open (first fit)");
+        let closed = LineFigures::of(&event(None), Some(&list(Some(now))), now);
+        assert!(closed.list.starts_with("closed 20"), "{}", closed.list);
+        let sales = LineFigures::of(&event(Some("sales_closed")), Some(&list(None)), now);
+        assert_eq!(sales.list, "closed with the sales");
+        let gone = LineFigures::of(&event(None), None, now);
+        assert_eq!([gone.waiting, gone.list], ["–", "–"]);
+    }
 }

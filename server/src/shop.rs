@@ -2,6 +2,8 @@
 //! classes and prices, refreshed every two seconds (`/shop/{event}/live`);
 //! the customer picks seats on the map (or a party size and class), holds
 //! them, watches the countdown to `held_until`, then confirms or cancels.
+//! Sold out, the customer may join the event's waiting list instead, and
+//! the page shows their place until seats are held for them.
 //! The page's script sends each step to the JSON API (`POST /api/requests`)
 //! with an idempotency key, so a request the page makes is a request like
 //! any other. A reference storefront to copy: server-rendered HTML, one
@@ -62,10 +64,18 @@ pub(crate) async fn index(State(s): State<AppState>) -> Page {
     render(StatusCode::OK, &Index { nav: Nav::of(&s), events })
 }
 
-/// `?hold_seconds=N`: how long the page's holds last.
+/// How long the page's customers wait on a waiting list, unless the page
+/// is asked otherwise (`?wait_seconds=N`): half an hour, a customer's
+/// patience with a page left open, and long enough for holds of the
+/// default ten minutes to lapse and be handed on a few times.
+pub(crate) const DEFAULT_WAIT_SECONDS: u32 = 1800;
+
+/// `?hold_seconds=N`: how long the page's holds last; `?wait_seconds=N`:
+/// how long its customers wait on a waiting list.
 #[derive(Debug, Deserialize)]
 struct ShopQuery {
     hold_seconds: Option<u32>,
+    wait_seconds: Option<u32>,
 }
 
 #[derive(Template)]
@@ -75,6 +85,7 @@ struct ShopPage {
     event: EventSeats,
     subtitle: String,
     hold_seconds: u32,
+    wait_seconds: u32,
     parties: Vec<u32>,
     legend: Vec<(&'static str, &'static str)>,
     shop: bool,
@@ -115,6 +126,11 @@ async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuer
         let message = format!("hold_seconds: must be 1 to {}, not {hold_seconds}", seatq::limits::MAX_HOLD_SECONDS);
         return Err(PageError(ApiError::new(StatusCode::BAD_REQUEST, "hold_time_out_of_range", message)));
     }
+    let wait_seconds = q.wait_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
+    if !(1..=seatq::limits::MAX_WAIT_SECONDS).contains(&wait_seconds) {
+        let message = format!("wait_seconds: must be 1 to {}, not {wait_seconds}", seatq::limits::MAX_WAIT_SECONDS);
+        return Err(PageError(ApiError::invalid(message)));
+    }
     let (event, classes, mut drawing) = event_view(&s, event).await?;
     drawing.pickable = true;
     let page = ShopPage {
@@ -122,6 +138,7 @@ async fn page(State(s): State<AppState>, Id(event): Id, Query(q): Query<ShopQuer
         subtitle: crate::pages::subtitle(event.venue.as_deref(), event.starts_at),
         event,
         hold_seconds,
+        wait_seconds,
         parties: (1..=seatq::limits::MAX_PARTY).collect(),
         legend: maps::legend(),
         shop: true,

@@ -338,7 +338,13 @@ pub async fn run(
         _ => None,
     };
     let summary = summary(&pool, first, t0).await?;
-    let secs = (summary.last_finished.unwrap_or(t0) - t0).num_microseconds().unwrap_or(0) as f64 / 1e6;
+    // The line scenario's rate is its line's drain: every request answered
+    // (held, or on the waiting list), not the hand-overs that follow.
+    let (requests, last) = match plan.scenario {
+        Scenario::OnSaleLine => sqlx::query_as(sql::LINE_DRAIN).bind(first).fetch_one(&pool).await?,
+        _ => (summary.requests, summary.last_finished),
+    };
+    let secs = (last.unwrap_or(t0) - t0).num_microseconds().unwrap_or(0) as f64 / 1e6;
     let outcomes: Vec<(String, String, i64)> = sqlx::query_as(sql::OUTCOMES).bind(first).fetch_all(&pool).await?;
     let (taken, granted): (i64, i64) = sqlx::query_as(sql::SEATS_TAKEN_AND_GRANTED).fetch_one(&pool).await?;
     let mut violations: Vec<String> =
@@ -359,7 +365,7 @@ pub async fn run(
         settings: plan.settings.clone(),
         requests: summary.requests,
         secs,
-        requests_per_sec: if secs > 0.0 { summary.requests as f64 / secs } else { 0.0 },
+        requests_per_sec: if secs > 0.0 { requests as f64 / secs } else { 0.0 },
         latency: LatencyMs {
             p50_ms: summary.p50.unwrap_or(0.0),
             p95_ms: summary.p95.unwrap_or(0.0),

@@ -116,6 +116,16 @@ SELECT count(*) AS seats, percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) AS p5
        percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
 FROM ms";
 
+/// The line scenario's drain: when the batch that answered the last of its
+/// line requests (id > $1) began (`started_at`: a request put on the waiting
+/// list keeps it, while a hand-over later sets its `finished_at`), and the
+/// requests answered by then: the line's, and the confirms and cancels
+/// finished meanwhile.
+pub const LINE_DRAIN: &str = "
+WITH l AS (SELECT max(started_at) AS last FROM seatq.requests WHERE id > $1 AND line)
+SELECT count(*) FILTER (WHERE r.line OR r.finished_at <= l.last), l.last
+FROM seatq.requests r, l WHERE r.id > $1 GROUP BY l.last";
+
 /// Parties still on the waiting list at the end.
 pub const STILL_WAITING: &str = "SELECT count(*) FROM seatq.requests WHERE status = 'waiting'";
 

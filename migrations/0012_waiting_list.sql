@@ -72,8 +72,8 @@ CREATE TABLE seatq.waiting (
 -- Serving a class's list in order; and whether a class has a list at all,
 -- which every statement giving out free seats asks.
 CREATE INDEX waiting_in_order ON seatq.waiting (event_id, class, request_id);
--- The waits that have ended.
-CREATE INDEX waiting_by_deadline ON seatq.waiting (until);
+-- An event's waits that have ended.
+CREATE INDEX waiting_by_deadline ON seatq.waiting (event_id, until);
 
 -- The advisory-lock key of event p_event's line: whoever claims its line
 -- requests, joins its waiting list or serves it holds it until commit.
@@ -154,12 +154,16 @@ DECLARE
     v_ended bigint[];
     v_code text;
     v_message text;
+    v_cut timestamptz;
     -- The time as a value: Citus refuses now() inside a CASE of an UPDATE.
     v_now timestamptz := now();
 BEGIN
     SELECT e.waitlist_closed_at, seatq.sale_refusal(e.sales_from, e.sales_until, e.closed_at)
     INTO v_closed, v_refusal
     FROM seatq.events e WHERE e.id = p_event;
+    -- Every wait ends when the list is closed or the sales are; otherwise
+    -- those that have run out (by the index on the event's deadlines).
+    v_cut := CASE WHEN v_closed <= v_now OR v_refusal = 'sales_closed' THEN 'infinity' ELSE v_now END;
     -- The code and message as values (Citus takes no function but an
     -- immutable one inside an UPDATE's CASE).
     v_code := CASE WHEN v_refusal = 'sales_closed' THEN 'sales_closed' ELSE 'sold_out' END;
@@ -170,7 +174,7 @@ BEGIN
     WITH gone AS (
         DELETE FROM seatq.waiting w
         WHERE w.event_id = p_event
-          AND (w.until <= v_now OR v_closed <= v_now OR v_refusal = 'sales_closed')
+          AND w.until <= v_cut
         RETURNING w.request_id
     ), failed AS (
         UPDATE seatq.requests r
@@ -284,7 +288,12 @@ BEGIN
     IF NOT FOUND OR ev.refusal IS NOT NULL THEN
         RETURN v_done;
     END IF;
-    FOR v_class IN SELECT DISTINCT x.class FROM seatq.waiting x WHERE x.event_id = p_event ORDER BY 1 LOOP
+    -- Class by class, each found by one index probe (a DISTINCT would read
+    -- the whole list).
+    v_class := -32768;
+    LOOP
+        SELECT min(x.class) INTO v_class FROM seatq.waiting x WHERE x.event_id = p_event AND x.class > v_class;
+        EXIT WHEN v_class IS NULL;
         v_after := 0;
         LOOP
             SELECT count(*) INTO v_free FROM seatq.seats s

@@ -13,7 +13,9 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 
 use crate::sql::claim::{self, Claimed, Finished};
+use crate::sql::line::ServeLine;
 use seatq_core::customer;
+use seatq_core::outcome::BookingState;
 use seatq_core::request::Request;
 use sqlx::postgres::PgConnection;
 use sqlx::{Acquire, PgPool};
@@ -126,9 +128,11 @@ pub async fn run(
     {
         if (claimed as i64) < limit {
             wake.claimed_short(ticket);
-        } else if limit > 1 {
+        } else if limit > 1 && !line {
             // (A claim of one is the careful mode after a failure: no reason
-            // to draw another loop in.)
+            // to draw another loop in. Nor is a claim of an event's line:
+            // this batch holds the line, and another loop's claim would
+            // only step over it, request by request, to find the rest.)
             wake.next();
         }
     }
@@ -192,6 +196,20 @@ pub async fn run(
         }
     }
 
+    // Seats that cancels gave back go to their events' waiting lists first,
+    // in this transaction: once per event, last, so that the event's line
+    // (which a hand-over holds) is held only until the commit.
+    let mut freed: Vec<i64> = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref())
+        .filter(|b| b.state == BookingState::Cancelled)
+        .map(|b| b.event)
+        .collect();
+    freed.sort_unstable();
+    freed.dedup();
+    for event in &freed {
+        ServeLine { event: *event, wait: true }.query().fetch_one(&mut *tx).await?;
+    }
     report.left_over = rows.len() - outcomes.len() - report.contended.len() - report.listed;
     for o in &outcomes {
         if o.requeues() {
@@ -208,11 +226,17 @@ pub async fn run(
     tx.commit().await?;
     in_hand.clear();
     // The commit let go of the lines of the events whose line requests it
-    // claimed: other claims skipped those requests, and they are claimable
+    // claimed, or whose cancels served their waiting lists: other claims
+    // skipped those events' line requests meanwhile, and they are claimable
     // now (the next claim must not take those claims' coming back short
-    // for a drained queue).
-    if line && let Some(wake) = wake {
-        wake.released();
+    // for a drained queue). A line it claimed, its own loop goes on with;
+    // one a cancel held may have sent the line's loop idle: wake one.
+    if let Some(wake) = wake {
+        if line {
+            wake.released();
+        } else if !freed.is_empty() {
+            wake.news();
+        }
     }
     announce(pool, &finished, metrics).await;
     Metrics::add(&metrics.contention_retries, report.contended.len() as u64);

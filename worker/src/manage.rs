@@ -10,7 +10,6 @@
 //! NOWAIT: a worker never waits on a row lock.
 
 use crate::sql::bookings::{self, Booking};
-use crate::sql::line::ServeLine;
 use seatq_core::limits::MAX_HOLD_SECONDS;
 use seatq_core::outcome::{BookingResult, BookingState, ErrorCode, SeatState};
 use seatq_core::request::{BookingRef, HoldExtension, Request};
@@ -181,9 +180,9 @@ async fn cancel(conn: &mut PgConnection, asking: Asking<'_>, r: &BookingRef) -> 
     if lock_seats_of(conn, &b, seats).await?.is_none() {
         return Ok(Decision::Contended);
     }
+    // The seats go to the event's waiting list first, later in this
+    // transaction (`crate::batch`: once per event, at the end of the batch).
     bookings::Cancel { booking: b.id, event: b.event, seats: &b.seats }.query().execute(&mut *conn).await?;
-    // The seats go to the event's waiting list first, in this transaction.
-    ServeLine { event: b.event, wait: true }.query().fetch_one(&mut *conn).await?;
     booking_result(conn, &b, BookingState::Cancelled).await
 }
 

@@ -536,13 +536,16 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
 ///   what a worker reads, the head of the queue and the seats of events on
 ///   sale, is in memory. With 4, the planner may price a hot batch's many
 ///   primary-key lookups above a scan of the whole venue, and scan it (see
-///   docs/design.md).
+///   docs/design.md);
+/// - `jit` off: a batch's statements over arrays of hundreds of requests are
+///   estimated dear enough to be compiled (`jit_above_cost`), and compiling
+///   costs each of them hundreds of milliseconds to save microseconds.
 ///
 /// The same text then asks whether the server is a standby: see [`settle`].
 pub const SETTINGS: &str = "SET lock_timeout = '2s'; SET statement_timeout = '30s'; \
     SET idle_in_transaction_session_timeout = '10s'; SET tcp_keepalives_idle = 5; \
     SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3; \
-    SET client_connection_check_interval = '1s'; SET random_page_cost = 1.1; \
+    SET client_connection_check_interval = '1s'; SET random_page_cost = 1.1; SET jit = off; \
     SELECT pg_is_in_recovery()";
 
 /// One connection with `options`, given the worker's settings ([`settle`]),

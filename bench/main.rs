@@ -109,6 +109,11 @@ struct Args {
     /// this long, plus two seconds, for abandoned ones to lapse and be swept).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
     hold_secs: u32,
+    /// Checkout and onsale-line: confirm, cancel or walk away from each hold
+    /// (false: the holds are left as made, so onsale-line measures its line
+    /// alone).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    follow_ups: bool,
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
@@ -197,6 +202,7 @@ async fn bench(args: Args) -> anyhow::Result<bool> {
                 requests: ((args.requests.unwrap_or(d.requests) as f64 * args.scale).round() as usize).max(1),
                 backlog: scenario.backlog(args.scale).1,
                 hold_secs: args.hold_secs,
+                follow_ups: args.follow_ups,
                 workers: args.workers.unwrap_or(d.workers).max(1),
                 settings: WorkerSettings {
                     concurrency: args.concurrency.unwrap_or(d.concurrency),

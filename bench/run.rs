@@ -38,6 +38,8 @@ pub struct Plan {
     pub backlog: usize,
     /// How long checkout holds last; abandoned ones lapse within the run.
     pub hold_secs: u32,
+    /// Checkout customers follow their holds up (confirm, cancel, walk away).
+    pub follow_ups: bool,
     pub workers: usize,
     pub settings: WorkerSettings,
     /// How the requests after the backlog arrive.
@@ -78,6 +80,10 @@ impl Plan {
             Load::Producers(n, via) => format!("{n} producers {}", via.name()),
             Load::Steady(rate) => format!("{rate:.0}/s"),
             Load::Burst => "burst".to_string(),
+        };
+        let load = match self.scenario {
+            Scenario::Checkout | Scenario::OnSaleLine if !self.follow_ups => format!("{load}, no follow-ups"),
+            _ => load,
         };
         match self.readers {
             Some(r) => format!("{load} + {:.0} reads/s", r.per_sec),
@@ -238,7 +244,7 @@ pub async fn run(
         .collect();
     let expected = (backlog.len() + burst.len()) as i64;
     let mut checkout = match plan.scenario {
-        Scenario::Checkout | Scenario::OnSaleLine => Some(Checkout::listen(&pool).await?),
+        Scenario::Checkout | Scenario::OnSaleLine if plan.follow_ups => Some(Checkout::listen(&pool).await?),
         _ => None,
     };
     let readers = match (plan.readers, events.first()) {

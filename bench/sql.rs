@@ -84,11 +84,12 @@ FROM (
 ) r";
 
 /// The line scenario's requests of the burst (id > $1): in arrival order,
-/// when each was answered (its outcome; or, put on the waiting list, when
-/// its batch began).
+/// when the batch that answered each began (given seats, refused, or put on
+/// the waiting list; a request handed seats later keeps the time it
+/// joined). Requests of one batch share it: they are decided in claim order.
 pub const LINE_ANSWERS: &str = "
-SELECT coalesce(finished_at, started_at) AS answered FROM seatq.requests
-WHERE id > $1 AND line AND (status <> 'queued')
+SELECT started_at AS answered FROM seatq.requests
+WHERE id > $1 AND line AND status <> 'queued'
 ORDER BY id";
 
 /// Seats handed to waiting parties (bookings of line requests made after

@@ -6,7 +6,7 @@
 //! commit together, so a crash leaves neither; the claim is the row lock, so
 //! a dead worker's requests are free again the moment its connection goes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
@@ -60,7 +60,8 @@ pub struct Report {
     /// Contended requests to retry after a backoff (id → retries so far).
     pub contended: HashMap<i64, i32>,
     /// Requests claimed but left untouched for the next batch (past
-    /// [`MAX_SAVEPOINTS`]): they are due now.
+    /// [`MAX_SAVEPOINTS`], or line requests behind others: `OUT_OF_LINE`):
+    /// they are due now.
     pub left_over: usize,
     /// The claim's ticket (see `Wake`); 0 without one.
     pub ticket: u64,
@@ -121,7 +122,7 @@ pub async fn run(
     };
     let claimed = rows.len();
     let line = rows.iter().any(|r| r.line);
-    in_line(&mut tx, &mut rows, route).await?;
+    let behind = in_line(&mut tx, &mut rows, route).await?;
     in_hand.extend(rows.iter().map(|r| InHand { id: r.id, attempts: r.attempts, route }));
     if let Claim::Next(limit) = claim
         && let Some(wake) = wake
@@ -136,7 +137,8 @@ pub async fn run(
             wake.next();
         }
     }
-    let mut report = Report { claimed: rows.len(), ticket, ..Report::default() };
+    // Line requests left for the next claim count as left over: due now.
+    let mut report = Report { claimed, ticket, left_over: behind, ..Report::default() };
     let serve = Serve { strategy, route };
     if rows.is_empty() {
         tx.rollback().await?;
@@ -210,7 +212,7 @@ pub async fn run(
     for event in &freed {
         ServeLine { event: *event, wait: true }.query().fetch_one(&mut *tx).await?;
     }
-    report.left_over = rows.len() - outcomes.len() - report.contended.len() - report.listed;
+    report.left_over = behind + rows.len() - outcomes.len() - report.contended.len() - report.listed;
     for o in &outcomes {
         if o.requeues() {
             report.requeued += 1;
@@ -244,25 +246,32 @@ pub async fn run(
     Ok(report)
 }
 
-/// Keep of the line requests claimed only those at the head of their
-/// event's line ([`claim::OUT_OF_LINE`]); the others stay queued, untouched,
-/// for the next claim.
-async fn in_line(tx: &mut PgConnection, rows: &mut Vec<Claimed>, route: Option<i64>) -> Result<(), ProcessError> {
+/// Serve of each event's line requests only those at the head of its line:
+/// where the claim took requests behind others ([`claim::OUT_OF_LINE`]),
+/// as many from the head instead ([`claim::LINE_HEAD`]); those behind stay
+/// queued, untouched, for the next claim. Returns how many of the claimed
+/// it left so.
+async fn in_line(tx: &mut PgConnection, rows: &mut Vec<Claimed>, route: Option<i64>) -> Result<usize, ProcessError> {
     let mut first: HashMap<i64, i64> = HashMap::new();
     for r in rows.iter().filter(|r| r.line) {
         let id = first.entry(r.event_id).or_insert(r.id);
         *id = (*id).min(r.id);
     }
     if first.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let (events, firsts): (Vec<i64>, Vec<i64>) = first.into_iter().unzip();
     let behind = claim::OutOfLine { events: &events, first: &firsts, route }.query().fetch_all(&mut *tx).await?;
-    if !behind.is_empty() {
-        tracing::debug!(events = ?behind, "claimed line requests behind others; leaving them for the next claim");
-        rows.retain(|r| !(r.line && behind.contains(&r.event_id)));
+    let mut left = 0;
+    for event in behind {
+        let mine: HashSet<i64> = rows.iter().filter(|r| r.line && r.event_id == event).map(|r| r.id).collect();
+        tracing::debug!(event, requests = mine.len(), "claimed line requests behind others; serving the line's head");
+        rows.retain(|r| !(r.line && r.event_id == event));
+        let head = claim::LineHead { event, limit: mine.len() as i64, route }.query().fetch_all(&mut *tx).await?;
+        left += mine.len() - head.iter().filter(|r| mine.contains(&r.id)).count();
+        rows.extend(head);
     }
-    Ok(())
+    Ok(left)
 }
 
 /// Count a failed attempt for a request whose whole batch failed (its

@@ -69,8 +69,8 @@ pub struct Claimed {
 /// it claimed: [`OutOfLine`]), those with a queued line request before it:
 /// the batch took the event's line lock after another batch let go of it,
 /// in the middle of its claim, which had skipped the requests before. It
-/// leaves that event's line requests for the next claim, which begins at
-/// the head, so that the line is served in order.
+/// serves the head of that event's line instead ([`LINE_HEAD`]), so that
+/// the line is served in order.
 pub const OUT_OF_LINE: &str = "
 SELECT c.event_id FROM unnest($1::bigint[], $2::bigint[]) AS c(event_id, first)
 WHERE EXISTS (
@@ -92,6 +92,36 @@ pub struct OutOfLine<'a> {
 impl<'a> OutOfLine<'a> {
     pub fn query(&self) -> Scalars<'a, i64> {
         sqlx::query_scalar(ROUTED_OUT_OF_LINE.text(self.route)).bind(self.events).bind(self.first).route(self.route)
+    }
+}
+
+/// The head of one event's line ([`LineHead`]): its first queued line
+/// requests, by arrival, claimed by a batch that holds the event's line
+/// lock and found it had claimed requests behind them ([`OUT_OF_LINE`]).
+/// Rows the batch holds already come back too (a transaction's own locks
+/// are not skipped).
+pub const LINE_HEAD: &str = "
+SELECT id, event_id, producer, kind, payload, token_hash, attempts, max_attempts, line
+FROM seatq.requests
+WHERE event_id = $1 AND line AND status = 'queued' AND run_at <= now() /*route event_id*/
+ORDER BY id
+LIMIT $2
+FOR UPDATE SKIP LOCKED";
+static ROUTED_LINE_HEAD: Routable = Routable::new(LINE_HEAD);
+
+/// The parameters of [`LINE_HEAD`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LineHead {
+    pub event: i64,
+    /// Claim at most this many.
+    pub limit: i64,
+    /// The event again, on a database sharded by event.
+    pub route: Option<i64>,
+}
+
+impl LineHead {
+    pub fn query(&self) -> Rows<'static, Claimed> {
+        sqlx::query_as(ROUTED_LINE_HEAD.text(self.route)).bind(self.event).bind(self.limit).route(self.route)
     }
 }
 

@@ -122,8 +122,11 @@ $$;
 
 -- After the insert trigger: whether the request is in its event's line, and
 -- a line request that arrives before its event's sales open is due when
--- they open (the line then starts in arrival order). Only line requests
--- read the event.
+-- they open (the line then starts in arrival order). It fires only for a
+-- payload asking to wait, so other requests pay nothing for it (their
+-- `line` is the default, false: producers may not insert the column on one
+-- server, and a `line` forged on Citus, without `wait_seconds`, only puts
+-- a request in the line, never on the waiting list).
 CREATE FUNCTION seatq.join_the_line() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -141,7 +144,7 @@ END
 $$;
 -- (Triggers fire in name order: after requests_validate.)
 CREATE TRIGGER requests_wait BEFORE INSERT ON seatq.requests
-    FOR EACH ROW EXECUTE FUNCTION seatq.join_the_line();
+    FOR EACH ROW WHEN (NEW.payload ? 'wait_seconds') EXECUTE FUNCTION seatq.join_the_line();
 
 -- Fail the waiting parties of event p_event whose wait is over, or all of
 -- them once its list is closed or its sales are over; returns how many.

@@ -343,3 +343,32 @@ async fn the_line_at_the_opening_is_served_in_arrival_order() {
     assert!(made.windows(2).all(|w| w[0] < w[1]), "{made:?}");
     db.assert_invariants_and_close().await;
 }
+
+/// A `book` that waited is handed its seats as a booking, not a hold, and a
+/// side-by-side party is handed adjacent seats.
+#[tokio::test]
+async fn a_waiting_book_is_booked_and_a_party_together_sits_together() {
+    let (db, ev) = with_event("Four in a row", 4, 4).await;
+    let held = sell_out(&db, ev, 4).await;
+    let mut book = hold(ev, 1, 1, "bea");
+    book.wait_seconds = Some(600);
+    let bea = enqueue(&db, Request::Book(book)).await;
+    let mut pair = hold(ev, 1, 2, "two");
+    pair.wait_seconds = Some(600);
+    pair.together = true;
+    let two = enqueue(&db, Request::Hold(pair)).await;
+    db.drain().await;
+    assert_eq!(db.client.status(bea).await.unwrap().status, Status::Waiting);
+    assert_eq!(db.client.status(two).await.unwrap().status, Status::Waiting);
+    // Seats 1 and 3 free: bea takes the cheapest (1); 3 alone is no pair.
+    db.run(cancel(held[0], "h0")).await;
+    db.run(cancel(held[2], "h2")).await;
+    let b = db.client.status(bea).await.unwrap().booking().expect("bea booked");
+    assert_eq!((b.state, b.held_until, b.seats[0].seat), (seatq::BookingState::Booked, None, 1));
+    assert_eq!(db.client.status(two).await.unwrap().status, Status::Waiting, "seat 3 alone is no pair");
+    // Seat 4 too: 3 and 4 side by side.
+    db.run(cancel(held[3], "h3")).await;
+    let pair = db.client.status(two).await.unwrap().booking().expect("the pair held");
+    assert_eq!(pair.seats.iter().map(|s| s.seat).collect::<Vec<_>>(), [3, 4]);
+    db.assert_invariants_and_close().await;
+}

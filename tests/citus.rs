@@ -350,10 +350,7 @@ async fn every_batch_runs_on_one_node_without_two_phase_commit() {
     // Events split evenly between the two worker nodes.
     let names: Vec<String> = (0..24).map(|k| format!("routed-{k}")).collect();
     let all = client.add_events(&names, 40, 10).await.expect("events");
-    let mut per_node: [Vec<i64>; 2] = Default::default();
-    for &event in &all {
-        per_node[cluster.node_of(event).await].push(event);
-    }
+    let per_node = cluster.events_by_node(&all).await;
     let n = per_node[0].len().min(per_node[1].len()).min(6);
     assert!(n >= 3, "24 events land on both nodes: {per_node:?}");
     let events: Vec<i64> = per_node.iter().flat_map(|e| e[..n].iter().copied()).collect();
@@ -529,11 +526,7 @@ async fn the_waiting_list_is_served_on_each_events_node() {
     let Some((cluster, client)) = cluster().await else { return };
     let names: Vec<String> = (0..16).map(|k| format!("waiting-{k}")).collect();
     let all = client.add_events(&names, 2, 2).await.expect("events");
-    let mut events: Vec<i64> = Vec::new();
-    for want in 0..2 {
-        let on = futures_util::future::join_all(all.iter().map(|&e| cluster.node_of(e))).await;
-        events.extend(all.iter().zip(on).find(|(_, node)| *node == want).map(|(&e, _)| e));
-    }
+    let events: Vec<i64> = cluster.events_by_node(&all).await.iter().filter_map(|on| on.first().copied()).collect();
     assert_eq!(events.len(), 2, "an event on each node");
 
     cluster.log_remote_commands().await;

@@ -69,16 +69,12 @@ pub(crate) async fn outcome(s: &AppState, id: i64, secs: f64) -> Result<RequestR
 /// the waiter hub answers alone. Not read before [`LISTED_POLL`]: most
 /// requests are finished by then, and cost no read of their own.
 async fn listed(s: &AppState, id: i64) -> Result<RequestRecord, seatq::Error> {
-    loop {
-        tokio::time::sleep(LISTED_POLL).await;
-        let record = s.client.status(id).await?;
-        if !record.line {
-            return std::future::pending().await;
-        }
-        if record.status != Status::Queued {
-            return Ok(record);
-        }
+    tokio::time::sleep(LISTED_POLL).await;
+    let first = s.client.status(id).await?;
+    if first.status != Status::Queued {
+        return Ok(first);
     }
+    read_until(s, &first, LISTED_POLL, |r| r.status != Status::Queued).await
 }
 
 /// `first` (not finished) once there is news of it for its maker, or as it
@@ -114,13 +110,24 @@ async fn news(s: &AppState, last: &RequestRecord, deadline: Instant) -> Result<O
 /// finished). Never for a request not in a line: the waiter hub answers
 /// finished requests, and nothing else about them changes.
 async fn moved(s: &AppState, last: &RequestRecord) -> Result<RequestRecord, seatq::Error> {
+    read_until(s, last, PLACE_POLL, |r| r.status != last.status || r.place != last.place).await
+}
+
+/// Request `last` read every `every` until `news` says it has some; never
+/// for a request not in a line (the waiter hub alone answers those).
+async fn read_until(
+    s: &AppState,
+    last: &RequestRecord,
+    every: Duration,
+    news: impl Fn(&RequestRecord) -> bool,
+) -> Result<RequestRecord, seatq::Error> {
     if !last.line {
         return std::future::pending().await;
     }
     loop {
-        tokio::time::sleep(PLACE_POLL).await;
+        tokio::time::sleep(every).await;
         let record = s.client.status(last.id).await?;
-        if record.status != last.status || record.place != last.place {
+        if news(&record) {
             return Ok(record);
         }
     }

@@ -113,6 +113,16 @@ impl Citus {
         self.workers.iter().position(|w| i32::from(w.port) == port).expect("a worker node's port")
     }
 
+    /// `events` by the worker node that keeps each (one list a node, in
+    /// [`Citus::workers`]' order; each list in the order given).
+    pub async fn events_by_node(&self, events: &[i64]) -> Vec<Vec<i64>> {
+        let mut by_node = vec![Vec::new(); self.workers.len()];
+        for &event in events {
+            by_node[self.node_of(event).await].push(event);
+        }
+        by_node
+    }
+
     /// Log every command the coordinator sends to a worker node from now
     /// on (`citus.log_remote_commands`), for [`Citus::transactions`].
     pub async fn log_remote_commands(&self) {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 
 use crate::sql::claim::{self, Claimed, Finished};
-use crate::sql::line::ServeLine;
+use crate::sql::line::ServeLines;
 use seatq_core::customer;
 use seatq_core::outcome::BookingState;
 use seatq_core::request::Request;
@@ -209,8 +209,8 @@ pub async fn run(
         .collect();
     freed.sort_unstable();
     freed.dedup();
-    for event in &freed {
-        ServeLine { event: *event, wait: true }.query().fetch_one(&mut *tx).await?;
+    if !freed.is_empty() {
+        ServeLines { events: &freed, wait: true }.query().fetch_one(&mut *tx).await?;
     }
     report.left_over = behind + rows.len() - outcomes.len() - report.contended.len() - report.listed;
     for o in &outcomes {

@@ -76,11 +76,12 @@ async fn sweep_one(conn: &mut PgConnection, route: Option<i64>) -> Result<(Swept
     // The seats freed go to the events' waiting lists first, in this
     // transaction; and waits that are over end. A list another transaction
     // is serving (-1) is left to it.
-    let mut waiting = 0;
-    let lists = line::EventsWithWaiting { route }.query().fetch_all(&mut *tx).await?;
-    for event in lists {
-        waiting += i64::from(line::ServeLine { event, wait: false }.query().fetch_one(&mut *tx).await?.max(0));
-    }
+    let mut lists = line::EventsWithWaiting { route }.query().fetch_all(&mut *tx).await?;
+    lists.sort_unstable();
+    let waiting = match lists.is_empty() {
+        true => 0,
+        false => line::ServeLines { events: &lists, wait: false }.query().fetch_one(&mut *tx).await?,
+    };
     tx.commit().await?;
     let bookings = expired.len() as i64;
     Ok((Swept { seats, bookings, waiting }, seats >= SWEEP_BATCH || bookings >= SWEEP_BATCH))

@@ -42,23 +42,28 @@ pub struct Joined {
     pub status: String,
 }
 
-/// Serve an event's waiting list ([`ServeLine`]; `seatq.serve_line`):
-/// parties served or ended, or -1 when another transaction holds its line
-/// and the call does not wait.
-pub const SERVE_LINE: &str = "SELECT seatq.serve_line($1, $2)";
+/// Serve the waiting lists of some events ([`ServeLines`];
+/// `seatq.serve_line`), one statement for all, in the order given (sorted,
+/// so that two batches waiting for the same lines take them in one order):
+/// the parties served or ended in all; a list another transaction holds,
+/// when the call does not wait for it, counts none.
+pub const SERVE_LINES: &str =
+    "SELECT coalesce(sum(greatest(seatq.serve_line(e, $2), 0)), 0)::bigint FROM unnest($1::bigint[]) AS u(e)";
 
-/// The parameters of [`SERVE_LINE`].
+/// The parameters of [`SERVE_LINES`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ServeLine {
-    pub event: i64,
-    /// Wait for the event's line lock (a cancel: whoever holds it commits
-    /// within a batch), rather than give up (the sweeper: it comes again).
+pub struct ServeLines<'a> {
+    /// The events, sorted.
+    pub events: &'a [i64],
+    /// Wait for each event's line lock (a cancel: whoever holds it commits
+    /// within a batch), rather than pass over a list held elsewhere (the
+    /// sweeper: it comes again).
     pub wait: bool,
 }
 
-impl ServeLine {
-    pub fn query(&self) -> Scalars<'static, i32> {
-        sqlx::query_scalar(SERVE_LINE).bind(self.event).bind(self.wait)
+impl<'a> ServeLines<'a> {
+    pub fn query(&self) -> Scalars<'a, i64> {
+        sqlx::query_scalar(SERVE_LINES).bind(self.events).bind(self.wait)
     }
 }
 
